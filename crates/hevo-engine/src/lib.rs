@@ -1,0 +1,7 @@
+//! hevo's engine: everything between the command line and the math.
+//!
+//! Task suites and scorers, the harness protocol, trials and executors, the SQLite store and
+//! the archive, evaluation strategies, proposers, the search loop and offline replay. The
+//! statistics live in `hevo-stats` (pure), the model layer in `hevo-llm`; the binary in
+//! `hevo-cli` only parses arguments and renders output.
+#![warn(missing_docs)]

@@ -1,0 +1,8 @@
+//! Pure statistics for hevo: no IO, no clocks, explicit seeds.
+//!
+//! This crate holds the math that decides which validation tasks a candidate harness is
+//! evaluated on and how its full-set score is estimated: sampling designs and inclusion
+//! probabilities, the Task-CoEvolve weights, estimators with standard errors and intervals,
+//! racing rules, Pareto tiers and DPP core-set selection. It must never read files, spawn
+//! processes or look at the wall clock; the engine feeds it numbers.
+#![warn(missing_docs)]
