@@ -5,3 +5,13 @@
 //! statistics live in `hevo-stats` (pure), the model layer in `hevo-llm`; the binary in
 //! `hevo-cli` only parses arguments and renders output.
 #![warn(missing_docs)]
+
+pub mod eval;
+pub mod executor;
+pub mod harness;
+pub mod replay;
+pub mod scorer;
+pub mod store;
+pub mod strategy;
+pub mod suite;
+pub mod trial;

@@ -6,3 +6,12 @@
 //! racing rules, Pareto tiers and DPP core-set selection. It must never read files, spawn
 //! processes or look at the wall clock; the engine feeds it numbers.
 #![warn(missing_docs)]
+
+pub mod design;
+pub mod dpp;
+pub mod estimate;
+pub mod irt;
+pub mod pareto;
+pub mod racing;
+pub mod rank;
+pub mod weights;

@@ -1,0 +1,1 @@
+//! (being written: Pareto, DPP, IRT and rank utilities)
