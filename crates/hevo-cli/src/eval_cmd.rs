@@ -1,16 +1,241 @@
-//! `hevo eval` (being written).
+//! `hevo eval`: evaluate one harness on a split of a task suite.
+//!
+//! Parses the flags into [`hevo_engine::eval::EvalOptions`], validates (suite and harness
+//! problems exit with code 2 before any trial runs), runs the evaluation with a progress
+//! reporter on stderr, and prints the result on stdout: a short table, or one JSON document
+//! with `--json`.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
 
+use anyhow::anyhow;
+use hevo_engine::eval::{self, EvalError, EvalOptions, EvalReport};
+use hevo_engine::suite::Split;
+
+use crate::eval_progress;
 use crate::CliError;
 
 /// Arguments of `hevo eval`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "The run directory (default: runs/eval-<harness>-<hash of harness, \
+    params, suite, split and trials>) holds hevo.db and the traces. Running the same command \
+    again resumes: finished trials are kept, unfinished ones run.\n\nExamples:\n  \
+    hevo eval examples/sentiment/harness-rules --suite examples/sentiment\n  \
+    hevo eval examples/shell/harness-script --suite examples/shell --trials 3 --json"
+)]
+pub struct Args {
+    /// The harness directory (with `harness.toml`).
+    #[arg(value_name = "HARNESS_DIR")]
+    pub harness: PathBuf,
+    /// The task suite directory (with `suite.toml` and `tasks.jsonl`).
+    #[arg(long, value_name = "SUITE_DIR")]
+    pub suite: PathBuf,
+    /// Which split to evaluate.
+    #[arg(long, default_value = "val", value_parser = ["train", "val", "test"])]
+    pub split: String,
+    /// Trials per task (repetitions; their mean is the task's outcome).
+    #[arg(long, default_value_t = 1, value_name = "R")]
+    pub trials: u32,
+    /// Trials run at the same time [default: number of cores].
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Run directory [default: runs/eval-<harness>-<hash>, printed on stderr].
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Retries of a trial that failed for a reason of ours (`infra_error`).
+    #[arg(long, default_value_t = 2)]
+    pub retries: u32,
+    /// Per-trial time limit in seconds [default: the harness's `timeout_s`, else 120].
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Seconds between SIGTERM and SIGKILL when a trial is stopped.
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    pub kill_grace: f64,
+    /// Bytes of stdout and of stderr kept per trial in the trace directory.
+    #[arg(long, default_value_t = eval::DEFAULT_OUTPUT_CAP, value_name = "BYTES")]
+    pub output_cap: u64,
+    /// No progress bar or progress lines on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
 
 /// Runs `hevo eval`.
-pub fn run(_args: Args) -> Result<ExitCode, CliError> {
-    Err(CliError::Internal(anyhow::anyhow!(
-        "`hevo eval` is not available in this build yet"
-    )))
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    let mut opts = EvalOptions::new(&args.harness, &args.suite);
+    opts.split = Split::parse(&args.split).unwrap_or(Split::Val);
+    opts.trials = args.trials;
+    if let Some(j) = args.jobs {
+        opts.jobs = j;
+    }
+    opts.run_dir = args.run_dir.clone();
+    opts.retries = args.retries;
+    for (name, v) in [
+        ("--timeout", args.timeout),
+        ("--kill-grace", Some(args.kill_grace)),
+    ] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(CliError::User(anyhow!(
+                    "`{name}` must be a non-negative number of seconds, got {v}"
+                )));
+            }
+        }
+    }
+    opts.timeout = args.timeout.map(Duration::from_secs_f64);
+    opts.grace = Duration::from_secs_f64(args.kill_grace);
+    opts.output_cap = args.output_cap;
+    opts.handle_signals = true;
+
+    let plan = eval::plan(opts).map_err(to_cli)?;
+    eprintln!("hevo: run dir {}", plan.run_dir.display());
+    let (tx, rx) = mpsc::channel();
+    let mode = eval_progress::Mode::choose(args.no_progress);
+    let reporter = std::thread::spawn(move || eval_progress::render(rx, mode));
+    let result = eval::run(&plan, Some(tx));
+    let _ = reporter.join();
+    let report = match result {
+        Ok(r) => r,
+        Err(EvalError::Interrupted { done }) => {
+            eprintln!(
+                "hevo: interrupted after {done} finished trial(s); they are stored in {}. \
+                 Run the same command again to resume.",
+                plan.run_dir.display()
+            );
+            return Ok(ExitCode::from(130));
+        }
+        Err(e) => return Err(to_cli(e)),
+    };
+    let infra = report
+        .status_counts
+        .get("infra_error")
+        .copied()
+        .unwrap_or(0);
+    if infra > 0 {
+        let first = report
+            .tasks
+            .iter()
+            .flat_map(|t| t.details.iter().map(move |d| (t, d)))
+            .find(|(_, d)| d.status == "infra_error")
+            .map(|(t, d)| {
+                format!(
+                    "{} #{}: {}",
+                    t.id,
+                    d.index,
+                    d.error.as_deref().unwrap_or("?")
+                )
+            })
+            .unwrap_or_default();
+        eprintln!(
+            "hevo: warning: {infra} trial(s) ended in infra_error and are not scored \
+             (first: {first}); running the same command again retries them"
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &report.to_json())
+            .map_err(std::io::Error::from)
+            .and_then(|_| writeln!(out))
+    } else {
+        write_table(&mut out, &report)
+    };
+    match written {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // A closed pipe (`| head`) is a clean stop.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(CliError::Internal(e.into())),
+    }
+}
+
+fn to_cli(e: EvalError) -> CliError {
+    if e.is_user_error() {
+        CliError::User(e.into())
+    } else {
+        CliError::Internal(e.into())
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.1}%", 100.0 * x)
+    } else {
+        "n/a".into()
+    }
+}
+
+fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
+    let tasks = r.tasks.len();
+    writeln!(
+        out,
+        "{} on {} ({}, {} task{} x {} trial{})",
+        r.harness,
+        r.suite,
+        r.split,
+        tasks,
+        if tasks == 1 { "" } else { "s" },
+        r.trials_per_task,
+        if r.trials_per_task == 1 { "" } else { "s" }
+    )?;
+    writeln!(
+        out,
+        "pass rate   {}  95% CI [{}, {}]  ({} tasks scored)",
+        pct(r.pass_rate.value),
+        pct(r.pass_rate.ci_low),
+        pct(r.pass_rate.ci_high),
+        r.tasks_scored
+    )?;
+    for (g, gr) in &r.groups {
+        writeln!(
+            out,
+            "  {g:<10} {}  95% CI [{}, {}]  ({} tasks)",
+            pct(gr.pass_rate.value),
+            pct(gr.pass_rate.ci_low),
+            pct(gr.pass_rate.ci_high),
+            gr.tasks
+        )?;
+    }
+    let counts = r
+        .status_counts
+        .iter()
+        .filter(|(s, n)| **n > 0 || *s == "pass" || *s == "fail")
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    writeln!(out, "trials      {} ({counts})", r.trials)?;
+    if r.mean_wall_ms.is_finite() {
+        writeln!(
+            out,
+            "wall time   {:.3} s mean per trial",
+            r.mean_wall_ms / 1000.0
+        )?;
+    }
+    writeln!(
+        out,
+        "tokens      {} input ({} cached), {} output; cost ${:.4}",
+        r.tokens.input, r.tokens.cached, r.tokens.output, r.cost_usd
+    )?;
+    writeln!(
+        out,
+        "run         {} ({} trial(s) run now, {} reused)",
+        r.run_dir.display(),
+        r.ran_now,
+        r.reused
+    )?;
+    let failing: Vec<_> = r
+        .tasks
+        .iter()
+        .filter(|t| t.status != "pass")
+        .take(10)
+        .map(|t| format!("{} ({})", t.id, t.status))
+        .collect();
+    if !failing.is_empty() {
+        writeln!(out, "not passed  {}", failing.join(", "))?;
+    }
+    Ok(())
 }

@@ -6,8 +6,11 @@
 
 mod cli_error;
 mod eval_cmd;
+mod eval_progress;
 mod model_cmd;
+mod model_setup;
 mod replay_cmd;
+mod run_cmd;
 
 use std::process::ExitCode;
 
@@ -35,6 +38,10 @@ struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Search for a better harness: the proposer writes candidates, hevo evaluates them.
+    Run(run_cmd::Args),
+    /// Evaluate a finished run's pick, seeds and frontier on the test split, once.
+    Finalize(run_cmd::FinalizeArgs),
     /// Evaluate one harness on a task suite and print its pass rate with a 95% interval.
     Eval(eval_cmd::Args),
     /// Replay evaluation strategies offline on a logged candidate x task outcome matrix.
@@ -46,6 +53,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => run_cmd::run(args),
+        Command::Finalize(args) => run_cmd::run_finalize(args),
         Command::Eval(args) => eval_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Model(args) => model_cmd::run(args),

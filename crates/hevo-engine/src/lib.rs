@@ -9,8 +9,11 @@
 pub mod eval;
 pub mod executor;
 pub mod harness;
+pub mod model_access;
+pub mod proposer;
 pub mod replay;
 pub mod scorer;
+pub mod search;
 pub mod store;
 pub mod strategy;
 pub mod suite;

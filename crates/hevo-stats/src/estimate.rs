@@ -40,6 +40,25 @@ impl Estimate {
         }
     }
 
+    /// The estimate clipped to `[lo, hi]`, for reporting a bounded score: the value is
+    /// clamped and the interval widened if needed so that it always contains the value.
+    ///
+    /// Design-based estimators (Horvitz-Thompson, GREG, ...) can leave `[0, 1]` on a small
+    /// sample; a pass rate of 1.002 means "about 1". Use this for display and storage, not
+    /// inside simulations that check unbiasedness (clipping biases the mean).
+    pub fn clipped(self, lo: f64, hi: f64) -> Estimate {
+        if self.value.is_nan() {
+            return self;
+        }
+        let value = self.value.clamp(lo, hi);
+        Estimate {
+            value,
+            se: self.se,
+            ci_low: self.ci_low.min(value).max(lo),
+            ci_high: self.ci_high.max(value).min(hi),
+        }
+    }
+
     /// A value known without sampling error (e.g. a full-set mean of deterministic outcomes).
     pub fn exact(value: f64) -> Self {
         Estimate {
@@ -99,6 +118,320 @@ pub fn wilson(p: f64, n: f64) -> (f64, f64) {
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
+/// How the sample was drawn, for the variance estimator of design-based estimators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Design {
+    /// A fixed-size, high-entropy without-replacement design (successive sampling,
+    /// conditional Poisson, Pareto): variance by the Hájek-Deville approximation.
+    FixedSize,
+    /// Independent inclusions (Poisson sampling): exact unbiased variance.
+    Poisson,
+}
+
+/// The estimated variance of a Horvitz-Thompson total `sum_{k in S} z_k` where
+/// `z_k = y_k / pi_k` are already expanded values.
+///
+/// # Formula
+///
+/// - [`Design::Poisson`]: `V = sum_{k in S} (1 - pi_k) z_k^2` (unbiased).
+/// - [`Design::FixedSize`] (Deville 1999; Tillé 2006, Eq. 7.8 with the Hájek
+///   approximation): `c_k = (1 - pi_k) n / (n - 1)`, `B = sum c_k z_k / sum c_k`,
+///   `V = sum_{k in S} c_k (z_k - B)^2`. It needs only first-order inclusion probabilities
+///   and is accurate for high-entropy designs such as successive sampling. With `n = 1` the
+///   variance is unknown (`+inf`).
+///
+/// `n`: sample size, `pi_k`: inclusion probability of unit `k`.
+pub fn ht_total_variance(z: &[f64], pi: &[f64], design: Design) -> f64 {
+    match design {
+        Design::Poisson => z.iter().zip(pi).map(|(z, p)| (1.0 - p) * z * z).sum(),
+        Design::FixedSize => {
+            let n = z.len();
+            if n < 2 {
+                return if n == 1 && pi[0] >= 1.0 {
+                    0.0
+                } else {
+                    f64::INFINITY
+                };
+            }
+            let f = n as f64 / (n as f64 - 1.0);
+            let c: Vec<f64> = pi.iter().map(|p| (1.0 - p).max(0.0) * f).collect();
+            let sc: f64 = c.iter().sum();
+            if sc <= 0.0 {
+                return 0.0;
+            }
+            let b = c.iter().zip(z).map(|(c, z)| c * z).sum::<f64>() / sc;
+            c.iter().zip(z).map(|(c, z)| c * (z - b) * (z - b)).sum()
+        }
+    }
+}
+
+/// The estimators of a full-set mean from a sample (see the functions of the same names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Estimator {
+    /// [`raw_mean`]: the plain subset mean (biased under unequal probabilities).
+    Raw,
+    /// [`horvitz_thompson`].
+    HorvitzThompson,
+    /// [`hajek`] (paper Eq. 3).
+    Hajek,
+    /// [`residual`] (paper Eq. 4, anchor = historical success rates).
+    Residual,
+    /// [`hajek_residual`]: the residual estimator with Hájek normalization.
+    HajekResidual,
+    /// [`residual`] with a model prediction (Rasch/IRT) as anchor: model-assisted GREG.
+    Greg,
+}
+
+impl Estimator {
+    /// The lowercase name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Estimator::Raw => "raw",
+            Estimator::HorvitzThompson => "ht",
+            Estimator::Hajek => "hajek",
+            Estimator::Residual => "residual",
+            Estimator::HajekResidual => "hajek-residual",
+            Estimator::Greg => "greg",
+        }
+    }
+}
+
+/// One sampled unit: its outcome `y_k`, inclusion probability `pi_k` and anchor `a_k`
+/// (the anchor is ignored by estimators without one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Unit {
+    /// Observed outcome `y_k` in `[0, 1]`.
+    pub y: f64,
+    /// Inclusion probability `pi_k` in `(0, 1]`.
+    pub pi: f64,
+    /// Anchor (prediction) `a_k` of the outcome.
+    pub anchor: f64,
+}
+
+fn split(units: &[Unit]) -> (Vec<f64>, Vec<f64>) {
+    (
+        units.iter().map(|u| u.y / u.pi).collect(),
+        units.iter().map(|u| u.pi).collect(),
+    )
+}
+
+/// The raw subset mean (ignores the design); [`sample_mean`] of the outcomes.
+pub fn raw_mean(units: &[Unit]) -> Estimate {
+    let ys: Vec<f64> = units.iter().map(|u| u.y).collect();
+    sample_mean(&ys)
+}
+
+/// Horvitz-Thompson estimator of the mean over `n_pop` units.
+///
+/// # Formula
+///
+/// `S = (1/N) sum_{k in S} y_k / pi_k`, `se = sqrt(V(y/pi)) / N` with `V` from
+/// [`ht_total_variance`]. Unbiased under any design with `pi_k > 0` for every unit.
+pub fn horvitz_thompson(units: &[Unit], n_pop: usize, design: Design) -> Estimate {
+    let n = n_pop as f64;
+    let (z, pi) = split(units);
+    let value = z.iter().sum::<f64>() / n;
+    let se = ht_total_variance(&z, &pi, design).sqrt() / n;
+    Estimate::normal(value, se, 0.0, 1.0)
+}
+
+/// Hájek (ratio) estimator of the mean, paper Eq. 3.
+///
+/// # Formula
+///
+/// `S = sum_{k in S} (y_k / pi_k) / sum_{k in S} (1 / pi_k)`; linearized variance with
+/// residuals `e_k = y_k - S`: `se = sqrt(V(e/pi)) / N_hat`, `N_hat = sum 1/pi_k`.
+/// Asymptotically unbiased. An empty sample gives `NaN` with the interval `[0, 1]`.
+pub fn hajek(units: &[Unit], design: Design) -> Estimate {
+    let nh: f64 = units.iter().map(|u| 1.0 / u.pi).sum();
+    if units.is_empty() || nh <= 0.0 {
+        return Estimate::normal(f64::NAN, f64::INFINITY, 0.0, 1.0);
+    }
+    let value = units.iter().map(|u| u.y / u.pi).sum::<f64>() / nh;
+    let e: Vec<f64> = units.iter().map(|u| (u.y - value) / u.pi).collect();
+    let pi: Vec<f64> = units.iter().map(|u| u.pi).collect();
+    let se = ht_total_variance(&e, &pi, design).sqrt() / nh;
+    Estimate::normal(value, se, 0.0, 1.0)
+}
+
+/// Anchored residual (difference) estimator, paper Eq. 4; with a model prediction as the
+/// anchor it is the model-assisted GREG (difference form).
+///
+/// # Formula
+///
+/// `S = A + (1/N) sum_{k in S} (y_k - a_k) / pi_k`, where `A = (1/N) sum_{t in T} a_t` is
+/// the anchor's full-set mean (`anchor_mean`), `a_t` the anchor (paper: the historical
+/// success rate `p_t`; GREG: a per-candidate prediction), `N = n_pop`.
+/// `se = sqrt(V((y - a)/pi)) / N`. Unbiased for any anchor fixed before sampling.
+pub fn residual(units: &[Unit], anchor_mean: f64, n_pop: usize, design: Design) -> Estimate {
+    let n = n_pop as f64;
+    let z: Vec<f64> = units.iter().map(|u| (u.y - u.anchor) / u.pi).collect();
+    let pi: Vec<f64> = units.iter().map(|u| u.pi).collect();
+    let value = anchor_mean + z.iter().sum::<f64>() / n;
+    let se = if units.is_empty() {
+        f64::INFINITY
+    } else {
+        ht_total_variance(&z, &pi, design).sqrt() / n
+    };
+    Estimate::normal(value, se, 0.0, 1.0)
+}
+
+/// The residual estimator with Hájek normalization of the residual term.
+///
+/// # Formula
+///
+/// `S = A + sum_{k in S} ((y_k - a_k)/pi_k) / sum_{k in S} (1/pi_k)`; with
+/// `r_hat` the normalized residual mean, `e_k = y_k - a_k - r_hat`,
+/// `se = sqrt(V(e/pi)) / N_hat`. Asymptotically unbiased; it keeps the residual form's
+/// robustness to a rare, almost-always-solved task and the Hájek form's robustness to the
+/// random total weight `N_hat`.
+pub fn hajek_residual(units: &[Unit], anchor_mean: f64, design: Design) -> Estimate {
+    let nh: f64 = units.iter().map(|u| 1.0 / u.pi).sum();
+    if units.is_empty() || nh <= 0.0 {
+        return Estimate::normal(anchor_mean, f64::INFINITY, 0.0, 1.0);
+    }
+    let r = units.iter().map(|u| (u.y - u.anchor) / u.pi).sum::<f64>() / nh;
+    let e: Vec<f64> = units.iter().map(|u| (u.y - u.anchor - r) / u.pi).collect();
+    let pi: Vec<f64> = units.iter().map(|u| u.pi).collect();
+    let se = ht_total_variance(&e, &pi, design).sqrt() / nh;
+    Estimate::normal(anchor_mean + r, se, 0.0, 1.0)
+}
+
+/// Evaluates `which` on the sample (`anchor_mean` is used by the anchored estimators).
+pub fn estimate_with(
+    which: Estimator,
+    units: &[Unit],
+    anchor_mean: f64,
+    n_pop: usize,
+    design: Design,
+) -> Estimate {
+    match which {
+        Estimator::Raw => raw_mean(units),
+        Estimator::HorvitzThompson => horvitz_thompson(units, n_pop, design),
+        Estimator::Hajek => hajek(units, design),
+        Estimator::Residual | Estimator::Greg => residual(units, anchor_mean, n_pop, design),
+        Estimator::HajekResidual => hajek_residual(units, anchor_mean, design),
+    }
+}
+
+/// The variance of an estimator of a stratum mean predicted from the task history over the
+/// whole stratum (not only the sample), for a new candidate whose outcome on task `t` is
+/// `Bernoulli(p_t)`.
+///
+/// # Formula
+///
+/// With `z_t` the estimator's linearized variable (Hájek: `x_t - S_bar`, `S_bar = mean_t p_t`;
+/// residual forms: `x_t - p_t`; HT and raw: `x_t`), `mu_t = E z_t`, `s_t^2 = p_t (1 - p_t)`,
+/// the Hájek approximation for a fixed-size high-entropy design gives
+///
+/// `V = (1/N^2) sum_t pi_t (1 - pi_t) [ (mu_t / pi_t - B)^2 + s_t^2 / pi_t^2 ]`,
+/// `B = sum_t (1 - pi_t) mu_t / sum_t pi_t (1 - pi_t)`.
+///
+/// - `pi_t`: inclusion probability of every task of the stratum (not only sampled ones);
+/// - `p_t`: historical success rate; `N`: stratum size.
+///
+/// Unlike the sample-based estimate, it sees the rarely sampled tasks a small sample misses,
+/// which is where Hájek fails (a tiny `pi_t` with `p_t` far from the mean).
+pub fn predicted_variance(which: Estimator, pi: &[f64], p: &[f64]) -> f64 {
+    let n = pi.len() as f64;
+    if pi.is_empty() {
+        return 0.0;
+    }
+    let s_bar = p.iter().sum::<f64>() / n;
+    let mu: Vec<f64> = p
+        .iter()
+        .map(|&pt| match which {
+            Estimator::Hajek => pt - s_bar,
+            Estimator::Residual | Estimator::HajekResidual | Estimator::Greg => 0.0,
+            Estimator::HorvitzThompson | Estimator::Raw => pt,
+        })
+        .collect();
+    let d: f64 = pi.iter().map(|q| q * (1.0 - q)).sum();
+    let b = if d > 0.0 {
+        pi.iter().zip(&mu).map(|(q, m)| (1.0 - q) * m).sum::<f64>() / d
+    } else {
+        0.0
+    };
+    let v: f64 = pi
+        .iter()
+        .zip(&mu)
+        .zip(p)
+        .map(|((&q, &m), &pt)| {
+            if q <= 0.0 {
+                return if m != 0.0 || pt * (1.0 - pt) > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                };
+            }
+            q * (1.0 - q) * ((m / q - b).powi(2) + pt * (1.0 - pt) / (q * q))
+        })
+        .sum();
+    v / (n * n)
+}
+
+/// The automatic per-stratum estimator choice: the candidate estimator with the smallest
+/// variance over a batch of samples (e.g. one iteration's candidates), where each
+/// estimator's variance is the larger of its pooled design-based estimate and its
+/// prediction from the task history.
+///
+/// # Formula
+///
+/// For each estimator `E` in `choices`:
+/// `V_E = max( (1/B) sum_b se_E(b)^2 , V_pred_E )`, where `se_E(b)` is the estimated standard
+/// error on sample `b` of the batch (`B` samples) and `V_pred_E` is
+/// [`predicted_variance`] over the whole stratum (`population = (pi, p)`, omitted: 0).
+/// Pick `argmin V_E` (first on ties; infinite or NaN variances lose).
+///
+/// Why both: the sample-based estimate reflects how the new candidates actually differ from
+/// the history (where the residual form loses), but with small `m` it misses the rarely
+/// sampled tasks and calls Hájek safe exactly when it is not (the paper's Terminal-Bench
+/// failure); the history-based prediction sees every task but assumes the new candidates
+/// behave like the history. Taking the larger one is conservative for each estimator.
+pub fn choose_estimator(
+    choices: &[Estimator],
+    batch: &[(&[Unit], f64)],
+    n_pop: usize,
+    design: Design,
+    population: Option<(&[f64], &[f64])>,
+) -> Estimator {
+    let mut best = (f64::INFINITY, choices[0]);
+    for &c in choices {
+        let v: f64 = batch
+            .iter()
+            .map(|(u, a)| {
+                let se = estimate_with(c, u, *a, n_pop, design).se;
+                se * se
+            })
+            .sum::<f64>()
+            / batch.len().max(1) as f64;
+        let pred = population.map_or(0.0, |(pi, p)| predicted_variance(c, pi, p));
+        let v = v.max(pred);
+        let v = if v.is_nan() { f64::INFINITY } else { v };
+        if v < best.0 {
+            best = (v, c);
+        }
+    }
+    best.1
+}
+
+/// Combines per-stratum estimates into the full-set score `sum_g W_g S_g`.
+///
+/// # Formula
+///
+/// `S = sum_g W_g S_g`, `se = sqrt(sum_g W_g^2 se_g^2)` (strata are sampled
+/// independently), interval `S ± 1.96 se` clipped to `[0, 1]`. SPEC.md averages strata
+/// (`W_g = 1/G`); pass `W_g = N_g / N` for a task-weighted mean. A single stratum returns
+/// its estimate unchanged (keeping e.g. a Wilson interval).
+pub fn combine_strata(parts: &[(Estimate, f64)]) -> Estimate {
+    if parts.len() == 1 && (parts[0].1 - 1.0).abs() < 1e-12 {
+        return parts[0].0;
+    }
+    let value = parts.iter().map(|(e, w)| w * e.value).sum();
+    let var: f64 = parts.iter().map(|(e, w)| w * w * e.se * e.se).sum();
+    Estimate::normal(value, var.sqrt(), 0.0, 1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +450,28 @@ mod tests {
         assert_eq!(e.value, 1.0);
         assert_eq!(e.se, 0.0);
         assert!(e.ci_low < 0.9 && e.ci_high == 1.0, "{e:?}");
+    }
+
+    #[test]
+    fn clipped_keeps_the_value_inside_its_interval() {
+        let e = Estimate {
+            value: 1.02,
+            se: 0.01,
+            ci_low: 0.995,
+            ci_high: 1.0,
+        }
+        .clipped(0.0, 1.0);
+        assert_eq!(e.value, 1.0);
+        assert!(e.ci_low <= e.value && e.value <= e.ci_high, "{e:?}");
+        let e = Estimate {
+            value: -0.1,
+            se: 0.3,
+            ci_low: 0.0,
+            ci_high: 0.2,
+        }
+        .clipped(0.0, 1.0);
+        assert_eq!((e.value, e.ci_low, e.ci_high), (0.0, 0.0, 0.2));
+        assert!(Estimate::exact(f64::NAN).clipped(0.0, 1.0).value.is_nan());
     }
 
     #[test]

@@ -14,4 +14,5 @@ pub mod irt;
 pub mod pareto;
 pub mod racing;
 pub mod rank;
+pub mod synth;
 pub mod weights;

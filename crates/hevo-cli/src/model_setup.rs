@@ -1,0 +1,165 @@
+//! Starts the model layer for a run: backends from `[model]`, the gateway on loopback, the
+//! ledger into the run's store, and per-trial keys for the engine.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use hevo_engine::model_access::{GatewayAccess, ModelAccess, SqliteSink, Ticket};
+use hevo_engine::search::config::RunConfig;
+use hevo_engine::trial::ModelEnv;
+use hevo_llm::model_file::{self, PullOutcome};
+use hevo_llm::{BackendKind, GatewayHandle, ModelLayerConfig};
+
+use crate::CliError;
+
+/// Model tokens and dollars of a run (from the gateway's run totals).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    /// Uncached input tokens.
+    pub input_tokens: u64,
+    /// Cached input tokens.
+    pub cached_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Dollars.
+    pub cost_usd: f64,
+}
+
+/// A running model layer (or none, for runs whose `[model]` table is empty).
+pub struct ModelLayer {
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: Option<GatewayHandle>,
+    access: Option<Arc<dyn ModelAccess>>,
+    open_tickets: std::sync::Mutex<Vec<Ticket>>,
+}
+
+impl ModelLayer {
+    /// Starts the layer `config` asks for; pulls the default local model first if needed.
+    pub fn start(
+        config: &RunConfig,
+        _config_file: &Path,
+        run_dir: &Path,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<ModelLayer, CliError> {
+        let layer = config
+            .model
+            .clone()
+            .unwrap_or_else(ModelLayerConfig::local_default);
+        Self::start_layer(&layer, run_dir, log)
+    }
+
+    /// Starts the given model-layer configuration.
+    pub fn start_layer(
+        layer: &ModelLayerConfig,
+        run_dir: &Path,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<ModelLayer, CliError> {
+        if layer.backends.is_empty() {
+            return Ok(ModelLayer {
+                runtime: None,
+                handle: None,
+                access: None,
+                open_tickets: Default::default(),
+            });
+        }
+        let needs_default_model = layer
+            .backends
+            .iter()
+            .any(|b| b.kind == BackendKind::Local && b.model_path.is_none());
+        if needs_default_model
+            && !model_file::default_model_path(&model_file::hevo_home()).is_file()
+        {
+            log("the local model is missing: fetching it (hevo model pull, 98 MB)");
+            match model_file::pull(&model_file::hevo_home(), None) {
+                Ok(PullOutcome::Fetched(p)) | Ok(PullOutcome::AlreadyPresent(p)) => {
+                    log(&format!("local model ready: {}", p.display()))
+                }
+                Err(e) => return Err(CliError::User(anyhow!("cannot fetch the local model: {e}"))),
+            }
+        }
+        let gateway_config = layer
+            .gateway_config()
+            .map_err(|e| CliError::User(anyhow!("[model]: {e}")))?;
+        log("loading the model backend(s)");
+        let backends = layer
+            .build_backends()
+            .map_err(|e| CliError::User(anyhow!("[model]: {e}")))?;
+        std::fs::create_dir_all(run_dir).map_err(|e| CliError::Internal(e.into()))?;
+        let sink = Arc::new(
+            SqliteSink::open(&run_dir.join("hevo.db"))
+                .map_err(|e| CliError::Internal(anyhow!(e)))?,
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("hevo-gateway")
+            .enable_all()
+            .build()
+            .map_err(|e| CliError::Internal(e.into()))?;
+        let handle = runtime
+            .block_on(async { hevo_llm::Gateway::start(gateway_config, backends, sink) })
+            .map_err(|e| CliError::User(anyhow!("cannot start the model gateway: {e}")))?;
+        log(&format!("model gateway on {}", handle.openai_base_url()));
+        let access: Arc<dyn ModelAccess> = Arc::new(GatewayAccess::new(
+            handle.gateway().clone(),
+            handle.openai_base_url(),
+            handle.anthropic_base_url(),
+            layer.caps.trial,
+        ));
+        Ok(ModelLayer {
+            runtime: Some(runtime),
+            handle: Some(handle),
+            access: Some(access),
+            open_tickets: Default::default(),
+        })
+    }
+
+    /// Per-trial keys for the engine (`None` without a gateway).
+    pub fn access(&self) -> Option<Arc<dyn ModelAccess>> {
+        self.access.clone()
+    }
+
+    /// Variables for a process that is not a trial (the agent proposer): a key that lives
+    /// until [`ModelLayer::shutdown`], its calls traced under `trace_dir`, so its spend lands
+    /// in the same ledger.
+    pub fn proposer_env(&self, trace_dir: &Path) -> ModelEnv {
+        match &self.access {
+            Some(access) => match access.open("proposer", trace_dir) {
+                Ok((env, ticket)) => {
+                    self.open_tickets.lock().expect("tickets lock").push(ticket);
+                    env
+                }
+                Err(_) => ModelEnv::offline(),
+            },
+            None => ModelEnv::offline(),
+        }
+    }
+
+    /// The run's model totals so far.
+    pub fn usage(&self) -> Usage {
+        match &self.handle {
+            Some(h) => {
+                let u = h.gateway().run_usage();
+                Usage {
+                    input_tokens: u.input_tokens,
+                    cached_tokens: u.cached_tokens,
+                    output_tokens: u.output_tokens,
+                    cost_usd: u.cost_usd,
+                }
+            }
+            None => Usage::default(),
+        }
+    }
+
+    /// Stops the gateway.
+    pub fn shutdown(self) {
+        if let Some(access) = &self.access {
+            for t in self.open_tickets.lock().expect("tickets lock").drain(..) {
+                access.close(t);
+            }
+        }
+        if let (Some(rt), Some(h)) = (self.runtime, self.handle) {
+            rt.block_on(h.shutdown());
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! `hevo run` and `hevo finalize`: the search loop and the one final test evaluation.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use hevo_engine::search::config::RunConfig;
+use hevo_engine::search::finalize::{
+    finalize, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
+};
+use hevo_engine::search::proposers::{AgentProposer, ParamsProposer};
+use hevo_engine::search::run::{run_search, Proposer, SearchReport};
+use hevo_engine::search::runner::LiveRunner;
+use hevo_engine::trial::LocalLauncher;
+use serde_json::json;
+
+use crate::model_setup::ModelLayer;
+use crate::CliError;
+
+/// Arguments of `hevo run`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "PATH is a directory holding hevo.toml (or the file itself); every key \
+    is documented in docs/config.md. The run directory (default: runs/<name> next to hevo.toml) \
+    holds the store, the archive the proposer reads, and test results. Running the same \
+    command again resumes: finished trials are reused and the proposer is not asked again \
+    for candidates already written.\n\nExamples:\n  hevo run examples/classify --finalize\n  \
+    hevo run my-search --strategy full --iterations 5 --json"
+)]
+pub struct Args {
+    /// Directory with hevo.toml, or the file itself.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Override `[evaluation] strategy` (full, fixed, resample, coevolve, race, recommended).
+    #[arg(long)]
+    pub strategy: Option<String>,
+    /// Override `[search] iterations`.
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Override `seed`.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Override `[search] jobs`.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Override the run directory.
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// After the search, evaluate the pick, the seeds and the frontier on the test split.
+    #[arg(long)]
+    pub finalize: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Arguments of `hevo finalize`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Evaluates the pick, the seeds and the frontier of a finished run on \
+    the test split, once, into RUN/test/ (outside the archive: no test outcome ever reaches a \
+    proposer). Running it again reuses the stored test trials."
+)]
+pub struct FinalizeArgs {
+    /// The run directory of a finished `hevo run`.
+    #[arg(value_name = "RUN")]
+    pub run: PathBuf,
+    /// Trials per test task.
+    #[arg(long, default_value_t = 1)]
+    pub trials: u32,
+    /// Concurrent trials [default: number of cores].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn user(msg: impl std::fmt::Display) -> CliError {
+    CliError::User(anyhow!("{msg}"))
+}
+
+/// Runs `hevo run`.
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    let (mut config, config_file) = RunConfig::load(&args.path).map_err(user)?;
+    let config_file = std::fs::canonicalize(&config_file).unwrap_or(config_file);
+    if let Some(s) = &args.strategy {
+        config.evaluation.strategy = s.clone();
+    }
+    if let Some(i) = args.iterations {
+        config.search.iterations = i;
+    }
+    if let Some(s) = args.seed {
+        config.seed = s;
+    }
+    if let Some(j) = args.jobs {
+        config.search.jobs = Some(j);
+    }
+    // Re-validate after the overrides.
+    config.validate(&config_file).map_err(user)?;
+    let name = config.run_name(&config_file);
+    let run_dir = match (&args.run_dir, &config.run_dir) {
+        (Some(d), _) => d.clone(),
+        (None, Some(d)) => config.resolve(&config_file, d),
+        (None, None) => config_file
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("runs")
+            .join(&name),
+    };
+    let progress = !args.no_progress;
+    let mut log = |line: &str| {
+        if progress {
+            eprintln!("hevo: {line}");
+        }
+    };
+    let suite_dir = config.resolve(&config_file, &config.suite);
+    if !suite_dir.join("tasks.jsonl").exists() {
+        if let Some(setup) = &config.setup {
+            log(&format!(
+                "suite `{}` is missing: running setup `{}`",
+                suite_dir.display(),
+                setup.join(" ")
+            ));
+            let status = std::process::Command::new(&setup[0])
+                .args(&setup[1..])
+                .current_dir(config_file.parent().unwrap_or(Path::new(".")))
+                .status()
+                .map_err(|e| user(format!("cannot run setup `{}`: {e}", setup.join(" "))))?;
+            if !status.success() {
+                return Err(user(format!(
+                    "setup `{}` failed ({status})",
+                    setup.join(" ")
+                )));
+            }
+        }
+    }
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| user(format!("cannot create `{}`: {e}", run_dir.display())))?;
+    log(&format!("run directory: {}", run_dir.display()));
+    let model = ModelLayer::start(&config, &config_file, &run_dir, &mut log)?;
+    let launcher = Arc::new(LocalLauncher);
+    let jobs = config
+        .search
+        .jobs
+        .unwrap_or_else(hevo_engine::eval::default_jobs);
+    let mut runner = LiveRunner {
+        run_dir: run_dir.clone(),
+        suite_dir: suite_dir.clone(),
+        trials: config.search.trials,
+        jobs,
+        model_env: hevo_engine::trial::ModelEnv::offline(),
+        model_access: model.access(),
+        launcher: launcher.clone(),
+        handle_signals: true,
+    };
+    let mut proposer: Box<dyn Proposer> = match config.proposer.kind.as_str() {
+        "agent" => {
+            let command = match (&config.proposer.command, &config.proposer.preset) {
+                (Some(c), _) => c.clone(),
+                (None, Some(p)) => hevo_engine::proposer::agent::preset_command(p)
+                    .ok_or_else(|| user(format!("unknown agent preset `{p}`")))?,
+                (None, None) => {
+                    return Err(user("an `agent` proposer needs `preset` or `command`"))
+                }
+            };
+            Box::new(AgentProposer {
+                command,
+                timeout: Duration::from_secs(config.proposer.timeout_s),
+                transcripts: run_dir.join("proposer"),
+                model_env: model.proposer_env(&run_dir.join("proposer")),
+                launcher: launcher.clone(),
+            })
+        }
+        "llm" => {
+            return Err(user(
+                "the `llm` proposer is not available in this version; use `params` or `agent`",
+            ))
+        }
+        _ => Box::new(ParamsProposer::default()),
+    };
+    let report = run_search(
+        &config,
+        &config_file,
+        &run_dir,
+        &mut runner,
+        proposer.as_mut(),
+        &mut log,
+    )
+    .map_err(|e| {
+        if e.is_user_error() {
+            user(e)
+        } else {
+            CliError::Internal(e.into())
+        }
+    })?;
+    let seeds: Vec<String> = report
+        .candidates
+        .iter()
+        .filter(|c| c.iteration == 0)
+        .map(|c| c.name.clone())
+        .collect();
+    let record = SearchRecord::from_report(&report, &config_file, &seeds);
+    std::fs::write(
+        run_dir.join(RECORD_FILE),
+        serde_json::to_vec_pretty(&record).unwrap_or_default(),
+    )
+    .map_err(|e| CliError::Internal(e.into()))?;
+    let finalized = if args.finalize {
+        let opts = FinalizeOptions {
+            trials: 1,
+            jobs,
+            model_env: hevo_engine::trial::ModelEnv::offline(),
+            model_access: model.access(),
+            launcher,
+        };
+        Some(
+            finalize(&run_dir, &suite_dir, &record, &opts, &mut log)
+                .map_err(|e| CliError::Internal(anyhow!(e)))?,
+        )
+    } else {
+        None
+    };
+    let usage = model.usage();
+    model.shutdown();
+    print_run(&report, finalized.as_ref(), usage, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_run(
+    report: &SearchReport,
+    finalized: Option<&FinalizeReport>,
+    usage: crate::model_setup::Usage,
+    json_out: bool,
+) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    if json_out {
+        let doc = json!({
+            "run_dir": report.run_dir,
+            "strategy": report.strategy,
+            "pick": {"name": report.pick.name, "estimate": report.pick.estimate.value,
+                     "ci_low": report.pick.estimate.ci_low, "ci_high": report.pick.estimate.ci_high},
+            "runner_up": report.runner_up.as_ref().map(|r| json!({"name": r.name, "estimate": r.estimate.value,
+                     "ci_low": r.estimate.ci_low, "ci_high": r.estimate.ci_high})),
+            "candidates": report.candidates.iter().map(|c| json!({"name": c.name, "iteration": c.iteration,
+                     "estimate": c.estimate.value, "ci_low": c.estimate.ci_low, "ci_high": c.estimate.ci_high})).collect::<Vec<_>>(),
+            "rejected": report.rejected,
+            "iterations_done": report.iterations_done,
+            "stopped_early": report.stopped_early,
+            "evaluations": report.evaluations,
+            "tokens": {"input": usage.input_tokens, "cached": usage.cached_tokens, "output": usage.output_tokens},
+            "cost_usd": usage.cost_usd,
+            "test": finalized.map(|f| f.test.iter().map(|(k, v)| (k.clone(), json!({"pass_rate": v.pass_rate,
+                     "ci_low": v.ci_low, "ci_high": v.ci_high, "role": v.role, "val_estimate": v.val_estimate}))).collect::<serde_json::Map<_, _>>()),
+        });
+        writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
+        return Ok(());
+    }
+    let p = &report.pick;
+    let mut text = format!(
+        "pick: {} (iteration {}) estimate {:.3} [{:.3}, {:.3}]\n",
+        p.name, p.iteration, p.estimate.value, p.estimate.ci_low, p.estimate.ci_high
+    );
+    if let Some(r) = &report.runner_up {
+        text += &format!(
+            "runner-up: {} estimate {:.3} [{:.3}, {:.3}]\n",
+            r.name, r.estimate.value, r.estimate.ci_low, r.estimate.ci_high
+        );
+    }
+    text += &format!(
+        "strategy {}: {} candidates evaluated, {} rejected, {} trials, {} iterations{}\n",
+        report.strategy,
+        report.candidates.len(),
+        report.rejected,
+        report.evaluations,
+        report.iterations_done,
+        report
+            .stopped_early
+            .as_ref()
+            .map(|s| format!(" (stopped early: {s})"))
+            .unwrap_or_default()
+    );
+    text += &format!(
+        "tokens: {} input, {} cached, {} output; cost ${:.4}\n",
+        usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.cost_usd
+    );
+    if let Some(f) = finalized {
+        text += &finalize_table(f);
+    }
+    write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))
+}
+
+fn finalize_table(f: &FinalizeReport) -> String {
+    let mut text = String::from("\ntest split (evaluated once, after the search):\n");
+    text += &format!(
+        "  {:<28} {:<9} {:>8} {:>18} {:>8}\n",
+        "harness", "role", "test", "95% interval", "val est"
+    );
+    for (name, t) in &f.test {
+        text += &format!(
+            "  {:<28} {:<9} {:>8.3} {:>18} {:>8.3}\n",
+            name,
+            t.role,
+            t.pass_rate,
+            format!("[{:.3}, {:.3}]", t.ci_low, t.ci_high),
+            t.val_estimate
+        );
+    }
+    text
+}
+
+/// Runs `hevo finalize`.
+pub fn run_finalize(args: FinalizeArgs) -> Result<ExitCode, CliError> {
+    let record_path = args.run.join(RECORD_FILE);
+    let text = std::fs::read(&record_path).map_err(|e| {
+        user(format!(
+            "cannot read `{}`: {e}; run `hevo run` to completion first",
+            record_path.display()
+        ))
+    })?;
+    let record: SearchRecord = serde_json::from_slice(&text)
+        .map_err(|e| user(format!("{}: {e}", record_path.display())))?;
+    let (config, config_file) = RunConfig::load(&record.config_file).map_err(user)?;
+    let suite_dir = config.resolve(&config_file, &config.suite);
+    let mut log = |line: &str| eprintln!("hevo: {line}");
+    let model = ModelLayer::start(&config, &config_file, &args.run, &mut log)?;
+    let opts = FinalizeOptions {
+        trials: args.trials,
+        jobs: args.jobs.unwrap_or_else(hevo_engine::eval::default_jobs),
+        model_env: hevo_engine::trial::ModelEnv::offline(),
+        model_access: model.access(),
+        launcher: Arc::new(LocalLauncher),
+    };
+    let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log)
+        .map_err(|e| CliError::Internal(anyhow!(e)))?;
+    let usage = model.usage();
+    model.shutdown();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = json!({
+            "pick": {"name": f.pick.name, "estimate": f.pick.estimate.value,
+                     "ci_low": f.pick.estimate.ci_low, "ci_high": f.pick.estimate.ci_high},
+            "evaluations": f.evaluations,
+            "tokens": {"input": usage.input_tokens, "cached": usage.cached_tokens, "output": usage.output_tokens},
+            "cost_usd": usage.cost_usd,
+            "test": f.test.iter().map(|(k, v)| (k.clone(), json!({"pass_rate": v.pass_rate, "ci_low": v.ci_low,
+                     "ci_high": v.ci_high, "role": v.role, "val_estimate": v.val_estimate}))).collect::<serde_json::Map<_, _>>(),
+        });
+        writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
+    } else {
+        write!(out, "{}", finalize_table(&f)).map_err(|e| CliError::Internal(e.into()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,127 @@
+//! `hevo replay` end to end: malformed matrices exit 2 with file:line, `--json` shape.
+
+use std::io::Write;
+use std::process::Command;
+
+fn hevo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.path().join(name);
+    let mut f = std::fs::File::create(&p).unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    p
+}
+
+fn complete(nc: usize, nt: usize) -> String {
+    let mut s = String::from("candidate,task,outcome\n");
+    for c in 0..nc {
+        for t in 0..nt {
+            let y = ((c * 7 + t * 3) % 5 < 2 + c % 3) as u8;
+            s.push_str(&format!("c{c},t{t},{y}\n"));
+        }
+    }
+    s
+}
+
+fn expect_user_error(text: &str, needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "m.csv", text);
+    let out = hevo().arg("replay").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("m.csv"), "{err}");
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+}
+
+#[test]
+fn rejects_malformed_matrices_with_file_and_line() {
+    let good = complete(4, 6);
+    let lines: Vec<&str> = good.lines().collect();
+    // Non-numeric outcome on line 3.
+    let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    v[2] = "c0,t1,yes".into();
+    expect_user_error(&(v.join("\n") + "\n"), "m.csv:3");
+    // Outcome outside [0, 1].
+    let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    v[4] = "c0,t3,1.5".into();
+    expect_user_error(&(v.join("\n") + "\n"), "m.csv:5");
+    // Duplicate cell.
+    let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    v[5] = "c0,t0,1".into();
+    expect_user_error(&(v.join("\n") + "\n"), "duplicate");
+    // Missing cell.
+    let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    v.remove(7);
+    expect_user_error(&(v.join("\n") + "\n"), "incomplete");
+    // Bad header.
+    expect_user_error("a,b,c\n1,2,3\n", "m.csv:1");
+}
+
+#[test]
+fn json_has_strategies_and_oracle_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "m.csv", &complete(9, 30));
+    let out = hevo()
+        .args(["replay", "--seeds", "3", "--json"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["strategies"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    for want in ["full", "fixed", "resample", "screen", "race", "default"] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    assert!(names.iter().any(|n| n.starts_with("coevolve/hajek")));
+    assert!(names.iter().any(|n| n.starts_with("coevolve/residual")));
+    assert!(names.iter().any(|n| n.starts_with("coevolve/auto")));
+    for r in rows {
+        for k in ["rank", "val", "test", "spearman", "evals_share"] {
+            assert!(r[k].is_number(), "{k} in {r}");
+        }
+        assert!(r.get("cost_share").is_some());
+    }
+    assert!(doc["oracle_test"].is_number());
+    let co: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["strategy"] == "coevolve")
+        .collect();
+    assert_eq!(co.len(), 3);
+    assert!(co.iter().any(|r| r["estimator"] == "auto"));
+}
+
+#[test]
+fn table_prints_the_caveat_and_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = String::from("candidate,task,outcome,cost_usd\n");
+    for c in 0..6 {
+        for t in 0..20 {
+            s.push_str(&format!(
+                "c{c},t{t},{},{}\n",
+                (c + t) % 2,
+                0.01 * (1 + t % 4) as f64
+            ));
+        }
+    }
+    let p = write(&dir, "m.csv", &s);
+    let out = hevo()
+        .args([
+            "replay",
+            "--seeds",
+            "2",
+            "--strategy",
+            "coevolve",
+            "--estimator",
+            "residual",
+        ])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cannot show overfitting"), "{text}");
+    assert!(text.contains("coevolve/residual"), "{text}");
+}

@@ -1,0 +1,155 @@
+//! `hevo run` and `hevo finalize` as a user runs them: the JSON contract, and a search
+//! killed with SIGKILL at random points that resumes to the same pick.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn hevo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "runs" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A copy of `examples/threshold` with a longer search, so kills land mid-run.
+fn search_dir(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("threshold");
+    copy(&repo_root().join("examples/threshold"), &dir);
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 3", "iterations = 5");
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    dir
+}
+
+fn run_json(dir: &Path) -> serde_json::Value {
+    let out = hevo()
+        .args(["run", "--json", "--no-progress", "--jobs", "2"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn trial_count(dir: &Path) -> i64 {
+    let db = dir.join("runs/threshold/hevo.db");
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn run_and_finalize_print_the_documented_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let doc = run_json(&dir);
+    for key in ["name", "estimate", "ci_low", "ci_high"] {
+        assert!(
+            doc["pick"][key].is_string() || doc["pick"][key].is_number(),
+            "pick.{key}: {doc}"
+        );
+    }
+    assert!(doc["evaluations"].as_u64().unwrap() > 0, "{doc}");
+    for key in ["input", "cached", "output"] {
+        assert!(doc["tokens"][key].is_u64(), "tokens.{key}: {doc}");
+    }
+    assert!(doc["cost_usd"].is_number());
+    let out = hevo()
+        .args(["finalize", "--json"])
+        .arg(dir.join("runs/threshold"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fin: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pick = doc["pick"]["name"].as_str().unwrap();
+    assert!(fin["test"][pick]["pass_rate"].is_number(), "{fin}");
+    assert!(fin["test"]["seed"]["pass_rate"].is_number(), "{fin}");
+    assert_eq!(fin["pick"]["name"], doc["pick"]["name"]);
+    // Test results live outside the archive.
+    assert!(dir.join("runs/threshold/test/hevo.db").exists());
+    assert!(!dir.join("runs/threshold/archive/test").exists());
+}
+
+#[test]
+fn a_search_killed_at_random_points_resumes_to_the_same_pick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference_dir = search_dir(&tmp.path().join("a"));
+    let reference = run_json(&reference_dir);
+    let reference_trials = trial_count(&reference_dir);
+
+    let dir = search_dir(&tmp.path().join("b"));
+    // Seeded "random" kill points, from early (phase 0) to late (iterations).
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..4 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let delay = Duration::from_millis(150 + state % 1200);
+        let mut child = hevo()
+            .args(["run", "--json", "--no-progress", "--jobs", "2"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+    }
+    let resumed = run_json(&dir);
+    assert_eq!(
+        resumed["pick"]["name"], reference["pick"]["name"],
+        "{resumed}\n{reference}"
+    );
+    assert_eq!(resumed["pick"]["estimate"], reference["pick"]["estimate"]);
+    assert_eq!(resumed["candidates"], reference["candidates"]);
+    // Nothing lost, nothing counted twice.
+    assert_eq!(trial_count(&dir), reference_trials);
+}
+
+#[test]
+fn a_bad_config_names_the_file_line_and_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    std::fs::write(
+        dir.join("hevo.toml"),
+        "suite = \".\"\nseeds = [\"seed\"]\n[search]\niteratons = 3\n",
+    )
+    .unwrap();
+    let out = hevo().arg("run").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hevo.toml:4:") && err.contains("iteratons"),
+        "{err}"
+    );
+}

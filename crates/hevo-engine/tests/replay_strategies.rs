@@ -1,0 +1,174 @@
+//! Strategies driven through a counting oracle: budgets, determinism, strata, replay.
+
+use hevo_engine::replay::{run, Matrix, MatrixOracle, ReplayConfig};
+use hevo_engine::strategy::{build, per_candidate_budget, PiMethod, StrategyConfig, StrategyKind};
+use hevo_stats::design::Strata;
+use hevo_stats::estimate::Estimator;
+use hevo_stats::synth::{rasch_matrix, SynthParams};
+use hevo_stats::weights::WeightParams;
+
+fn all_kinds() -> Vec<StrategyKind> {
+    vec![
+        StrategyKind::Full,
+        StrategyKind::Fixed,
+        StrategyKind::Resample,
+        StrategyKind::Coevolve {
+            estimator: Some(Estimator::Hajek),
+            pi: PiMethod::MonteCarlo(500),
+        },
+        StrategyKind::Coevolve {
+            estimator: Some(Estimator::Residual),
+            pi: PiMethod::Exact,
+        },
+        StrategyKind::Coevolve {
+            estimator: None,
+            pi: PiMethod::Exact,
+        },
+        StrategyKind::Screen { minibatch: 3 },
+        StrategyKind::Race,
+        StrategyKind::Default,
+    ]
+}
+
+/// Runs one strategy on a matrix in arrival order; returns (evaluations after Phase 0,
+/// estimates, pick).
+fn drive(
+    kind: StrategyKind,
+    outcomes: &[Vec<f64>],
+    strata: Strata,
+    rho: f64,
+    per_iter: usize,
+    seed: u64,
+) -> (usize, Vec<f64>, usize) {
+    let nc = outcomes.len();
+    let nt = outcomes[0].len();
+    let rows: Vec<usize> = (0..nc).collect();
+    let cols: Vec<usize> = (0..nt).collect();
+    let mut oracle = MatrixOracle::new(outcomes, None, &rows, &cols);
+    let mut s = build(
+        kind,
+        StrategyConfig {
+            strata,
+            rho,
+            expected_candidates: nc - 2,
+            seed,
+            weights: WeightParams::default(),
+        },
+    );
+    s.phase0(&mut oracle, &[0, 1]);
+    let after0 = oracle.evals;
+    let mut c = 2;
+    while c < nc {
+        let hi = (c + per_iter).min(nc);
+        s.iteration(&mut oracle, &(c..hi).collect::<Vec<_>>());
+        c = hi;
+    }
+    let out = s.finish(&mut oracle);
+    (
+        oracle.evals - after0,
+        out.estimates.iter().map(|e| e.value).collect(),
+        out.pick,
+    )
+}
+
+#[test]
+fn racing_never_spends_more_than_its_budget() {
+    for seed in 0..12u64 {
+        let params = if seed % 2 == 0 {
+            SynthParams::near_identical()
+        } else {
+            SynthParams::default()
+        };
+        let m = rasch_matrix(14 + seed as usize, 60 + 7 * seed as usize, &params, seed);
+        for rho in [0.05, 0.2, 0.5] {
+            for per_iter in [1, 3] {
+                let strata = Strata::single(m.n_tasks());
+                let budget = per_candidate_budget(&strata, rho) * (m.n_candidates() - 2);
+                for kind in [StrategyKind::Race, StrategyKind::Default] {
+                    let (spent, est, _) =
+                        drive(kind, &m.outcomes, strata.clone(), rho, per_iter, seed);
+                    assert!(
+                        spent <= budget,
+                        "{kind:?} seed {seed} rho {rho}: spent {spent} > budget {budget}"
+                    );
+                    assert!(est.iter().all(|v| v.is_finite()), "{est:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fixed_rho_strategies_spend_exactly_m_per_candidate() {
+    let m = rasch_matrix(20, 90, &SynthParams::default(), 3);
+    let strata = Strata::single(90);
+    let per = per_candidate_budget(&strata, 0.2);
+    for kind in [
+        StrategyKind::Fixed,
+        StrategyKind::Resample,
+        StrategyKind::Coevolve {
+            estimator: Some(Estimator::Hajek),
+            pi: PiMethod::MonteCarlo(200),
+        },
+    ] {
+        let (spent, _, _) = drive(kind, &m.outcomes, strata.clone(), 0.2, 3, 1);
+        assert_eq!(spent, per * 18, "{kind:?}");
+    }
+}
+
+#[test]
+fn strategies_are_deterministic_and_handle_strata() {
+    let params = SynthParams {
+        group_shifts: vec![-1.5, 0.0, 1.5],
+        ..SynthParams::near_identical()
+    };
+    let m = rasch_matrix(17, 120, &params, 9);
+    let strata = Strata::from_groups(&m.group);
+    assert_eq!(strata.len(), 3);
+    for kind in all_kinds() {
+        let a = drive(kind, &m.outcomes, strata.clone(), 0.2, 3, 5);
+        let b = drive(kind, &m.outcomes, strata.clone(), 0.2, 3, 5);
+        assert_eq!(a, b, "{kind:?} is not deterministic");
+        assert!(
+            a.1.iter().all(|v| (0.0..=1.0).contains(v)),
+            "{kind:?}: {:?}",
+            a.1
+        );
+        assert!(a.2 < 17);
+    }
+    // Full search scores are the average of stratum means.
+    let (_, est, _) = drive(StrategyKind::Full, &m.outcomes, strata.clone(), 0.2, 3, 5);
+    let truth: f64 = strata
+        .members
+        .iter()
+        .map(|g| g.iter().map(|&t| m.outcomes[4][t]).sum::<f64>() / g.len() as f64)
+        .sum::<f64>()
+        / 3.0;
+    assert!((est[4] - truth).abs() < 1e-12);
+}
+
+#[test]
+fn replay_report_has_every_strategy_and_sane_shares() {
+    let m = rasch_matrix(16, 80, &SynthParams::default(), 2);
+    let matrix = Matrix::from_outcomes(m.outcomes);
+    let cfg = ReplayConfig {
+        strategies: all_kinds(),
+        rho: 0.2,
+        per_iter: 3,
+        seeds: 6,
+        split: true,
+        threads: 2,
+    };
+    let r = run(&matrix, &cfg);
+    assert_eq!(r.strategies.len(), all_kinds().len());
+    let full = &r.strategies[0];
+    assert_eq!(full.rank, 1.0);
+    assert!((full.evals_share - 1.0).abs() < 1e-12);
+    assert!((full.spearman - 1.0).abs() < 1e-9);
+    for row in &r.strategies {
+        assert!(row.evals_share <= 1.0 + 1e-12, "{row:?}");
+        assert!(row.rank >= 1.0);
+    }
+    // Same seeds, same report.
+    assert_eq!(r, run(&matrix, &cfg));
+}

@@ -1,0 +1,256 @@
+//! The search loop end to end on the hand-written sentiment suite (no model needed):
+//! every strategy, the params proposer, a scripted stand-in agent, bad proposers, and the
+//! rule that no test outcome is reachable from the archive.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hevo_engine::search::config::RunConfig;
+use hevo_engine::search::proposers::{AgentProposer, ParamsProposer};
+use hevo_engine::search::run::{run_search, Proposer, SearchReport};
+use hevo_engine::search::runner::LiveRunner;
+use hevo_engine::trial::{LocalLauncher, ModelEnv};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A search directory: the sentiment suite, its rule-based seed, and a `hevo.toml`.
+fn setup(extra: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = repo_root().join("examples/sentiment");
+    let dir = tmp.path().join("search");
+    copy(&src, &dir);
+    let config = format!(
+        "suite = \".\"\nseeds = [\"harness-rules\"]\nseed = 7\n[model]\n\
+         [search]\niterations = 2\ncandidates_per_iteration = 2\njobs = 2\n{extra}\n"
+    );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    (tmp, dir)
+}
+
+/// A fast search directory: `examples/threshold` (a bash seed harness with a `threshold`
+/// parameter; 6 is perfect), so every strategy can run in seconds.
+fn setup_fast(extra: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("search");
+    copy(&repo_root().join("examples/threshold"), &dir);
+    let _ = std::fs::remove_dir_all(dir.join("runs"));
+    let config = format!(
+        "suite = \".\"\nseeds = [\"seed\"]\nseed = 11\n[model]\n\
+         [search]\niterations = 3\ncandidates_per_iteration = 2\njobs = 2\n{extra}\n"
+    );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    (tmp, dir)
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn search(dir: &Path, proposer: &mut dyn Proposer) -> SearchReport {
+    let (config, file) = RunConfig::load(dir).unwrap();
+    let run_dir = dir.join("runs/test-run");
+    let mut runner = LiveRunner {
+        run_dir: run_dir.clone(),
+        suite_dir: dir.to_path_buf(),
+        trials: 1,
+        jobs: 2,
+        model_env: ModelEnv::offline(),
+        model_access: None,
+        launcher: Arc::new(LocalLauncher),
+        handle_signals: false,
+    };
+    run_search(&config, &file, &run_dir, &mut runner, proposer, &mut |_| {}).unwrap()
+}
+
+fn test_ids(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("tasks.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["split"] == "test")
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every file under `root`, as text.
+fn all_text(root: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(root).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out += &all_text(&p);
+        } else if let Ok(t) = std::fs::read_to_string(&p) {
+            out += &t;
+        }
+    }
+    out
+}
+
+#[test]
+fn params_search_runs_with_every_strategy_and_keeps_the_archive_clean() {
+    for strategy in [
+        "full",
+        "fixed",
+        "resample",
+        "coevolve",
+        "race",
+        "recommended",
+    ] {
+        let (_tmp, dir) = setup_fast(&format!(
+            "[evaluation]\nstrategy = \"{strategy}\"\nrho = 0.3\n"
+        ));
+        let report = search(&dir, &mut ParamsProposer::default());
+        // 1 seed + 3 iterations x 2 candidates, none rejected (the params proposer writes
+        // valid candidates, and the 10-configuration space has room).
+        assert_eq!(report.candidates.len(), 7, "{strategy}: {report:?}");
+        assert_eq!(report.rejected, 0, "{strategy}");
+        assert!(
+            (0.0..=1.0).contains(&report.pick.estimate.value),
+            "{strategy}: {:?}",
+            report.pick
+        );
+        // The seed (threshold 2) scores about 0.6; the search must find something better.
+        let seed = report.candidates.iter().find(|c| c.name == "seed").unwrap();
+        assert!(
+            report.pick.estimate.value > seed.estimate.value,
+            "{strategy}: {report:?}"
+        );
+        let archive = dir.join("runs/test-run/archive");
+        let summary = std::fs::read_to_string(archive.join("summary.jsonl")).unwrap();
+        assert_eq!(summary.lines().count(), 7, "{strategy}: {summary}");
+        assert!(archive.join("frontier.json").exists());
+        assert!(archive.join("SKILL.md").exists());
+        for c in std::fs::read_dir(archive.join("candidates")).unwrap() {
+            let c = c.unwrap().path();
+            assert!(c.join("code/harness.toml").exists(), "{}", c.display());
+            assert!(c.join("candidate.toml").exists());
+            assert!(c.join("scores.json").exists());
+        }
+        // Only validation tasks were evaluated: no test task id appears in the archive.
+        let text = all_text(&archive);
+        for id in test_ids(&dir) {
+            assert!(
+                !text.contains(&format!("\"{id}\"")),
+                "{strategy}: test task {id} in the archive"
+            );
+        }
+        if strategy == "full" {
+            // Full search: every candidate on all 40 val tasks.
+            assert_eq!(report.evaluations, 7 * 40);
+        } else {
+            assert!(
+                report.evaluations < 7 * 40,
+                "{strategy} spent {}",
+                report.evaluations
+            );
+        }
+    }
+}
+
+#[test]
+fn a_second_run_reuses_every_trial_and_gives_the_same_pick() {
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"recommended\"\nrho = 0.3\n");
+    let first = search(&dir, &mut ParamsProposer::default());
+    let db = dir.join("runs/test-run/hevo.db");
+    let count = |db: &Path| -> i64 {
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = count(&db);
+    let second = search(&dir, &mut ParamsProposer::default());
+    assert_eq!(
+        count(&db),
+        before,
+        "a finished run must not run trials again"
+    );
+    assert_eq!(first.pick.name, second.pick.name);
+    assert_eq!(first.pick.estimate, second.pick.estimate);
+}
+
+fn agent(dir: &Path, script: &str) -> AgentProposer {
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, script).unwrap();
+    AgentProposer {
+        command: vec!["bash".into(), path.to_string_lossy().into_owned()],
+        timeout: Duration::from_secs(60),
+        transcripts: dir.join("runs/test-run/proposer"),
+        model_env: ModelEnv::offline(),
+        launcher: Arc::new(LocalLauncher),
+    }
+}
+
+/// A stand-in coding agent: copies the best candidate in frontier.json and flips a parameter.
+const COPY_BEST_AGENT: &str = r#"
+set -e
+best=$(python3 -c 'import json; print(json.load(open("frontier.json"))[0]["dir"])')
+it=$(ls candidates | wc -l)
+name="agent-$it"
+mkdir -p "pending/$name"
+cp -r "$best/code/." "pending/$name/"
+sed -i 's/^name = .*/name = "'"$name"'"/' "pending/$name/harness.toml"
+if grep -q 'tie = { values = \["positive", "negative"\], default = "negative" }' "pending/$name/harness.toml"; then
+  sed -i 's/default = "negative" }/default = "positive" }/' "pending/$name/harness.toml"
+else
+  sed -i 's/default = "positive" }/default = "negative" }/' "pending/$name/harness.toml"
+fi
+printf 'name = "%s"\nparent = "x"\nhypothesis = "flip the tie rule"\naxis = "exploitation"\ncomponents = ["params"]\n' "$name" > "pending/$name/candidate.toml"
+echo "wrote $name"
+"#;
+
+#[test]
+fn a_scripted_agent_proposes_through_the_real_agent_protocol() {
+    let (_tmp, dir) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut proposer = agent(&dir, COPY_BEST_AGENT);
+    let report = search(&dir, &mut proposer);
+    assert_eq!(report.candidates.len(), 3, "{report:?}");
+    assert_eq!(report.rejected, 0);
+    let transcript = dir.join("runs/test-run/proposer/iter-001/stdout.txt");
+    assert!(std::fs::read_to_string(transcript)
+        .unwrap()
+        .contains("wrote agent-1"));
+}
+
+#[test]
+fn garbage_duplicates_and_silence_are_rejected_with_reasons() {
+    let script = r#"
+mkdir -p pending/garbage pending/dup pending/noentry
+echo 'this is not toml [' > pending/garbage/harness.toml
+printf 'name = "garbage"\n' > pending/garbage/candidate.toml
+cp -r candidates/000-*/code/. pending/dup/
+printf 'name = "harness-rules"\n' > pending/dup/candidate.toml
+printf 'entry = ["python3", "missing.py"]\n' > pending/noentry/harness.toml
+printf 'name = "noentry"\n' > pending/noentry/candidate.toml
+"#;
+    let (_tmp, dir) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut proposer = agent(&dir, script);
+    let report = search(&dir, &mut proposer);
+    // Iteration 1 rejects all three; iteration 2 rejects the same kinds again.
+    assert_eq!(report.candidates.len(), 1);
+    assert_eq!(report.rejected, 6);
+    let summary = std::fs::read_to_string(dir.join("runs/test-run/archive/summary.jsonl")).unwrap();
+    assert!(summary.contains("already taken"), "{summary}");
+    assert!(summary.contains("does not load"), "{summary}");
+    assert!(summary.contains("missing.py"), "{summary}");
+
+    // A proposer that writes nothing: the run still finishes, with the seed as the pick.
+    let (_tmp2, dir2) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut silent = agent(&dir2, "echo nothing to add\n");
+    let report = search(&dir2, &mut silent);
+    assert_eq!(report.candidates.len(), 1);
+    assert_eq!(report.pick.name, "harness-rules");
+}

@@ -1,0 +1,81 @@
+//! Model backends behind one trait: an OpenAI-compatible HTTP upstream, Anthropic, and the
+//! embedded local GGUF model.
+//!
+//! A backend only answers chat requests. Pricing, caps, caching, tracing and attribution are
+//! the gateway's; a backend never sees which trial a call belongs to.
+
+mod anthropic;
+mod local;
+mod openai;
+mod retry;
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc::UnboundedSender;
+
+pub use anthropic::{AnthropicBackend, AnthropicConfig};
+pub use local::{LocalBackend, LocalConfig};
+pub use openai::{OpenAiBackend, OpenAiConfig};
+pub use retry::RetryPolicy;
+
+use crate::error::BackendError;
+use crate::types::{ChatRequest, ChatResponse};
+
+/// Where a streaming backend sends text as it is generated.
+pub type DeltaSender = UnboundedSender<String>;
+
+/// A backend's answer plus what it cost the infrastructure to get it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The answer.
+    pub response: ChatResponse,
+    /// Upstream attempts that failed with 429/5xx or a network error before this answer.
+    pub retries: u32,
+    /// Where the time went, for backends that measure it (the local model).
+    pub timing: Option<GenerationTiming>,
+}
+
+/// Prompt-processing and generation time of one call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenerationTiming {
+    /// Prompt tokens actually evaluated (cached prefix excluded).
+    pub prompt_tokens_evaluated: u64,
+    /// Milliseconds spent evaluating them.
+    pub prompt_ms: f64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Milliseconds spent generating.
+    pub generation_ms: f64,
+}
+
+/// Something that answers chat requests.
+pub trait Backend: Send + Sync {
+    /// The backend's name, as routes refer to it.
+    fn name(&self) -> &str;
+
+    /// Answers `request`. A backend that generates incrementally sends each piece of text to
+    /// `deltas` (when given) as it appears; the concatenation of the pieces must equal the
+    /// final `content`. A backend that does not stream ignores `deltas`.
+    fn complete(
+        &self,
+        request: ChatRequest,
+        deltas: Option<DeltaSender>,
+    ) -> BoxFuture<'_, Result<Completion, BackendError>>;
+
+    /// Names of environment variables holding provider secrets this backend read. The engine
+    /// removes them from every harness's environment.
+    fn secret_env_vars(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Reads the API key from the environment variable `var`, failing with a message that names
+/// the variable.
+pub(crate) fn read_key(backend: &str, var: &str) -> Result<String, crate::LlmError> {
+    match std::env::var(var) {
+        Ok(key) if !key.trim().is_empty() => Ok(key),
+        _ => Err(crate::LlmError::BackendConfig {
+            backend: backend.to_owned(),
+            message: format!("environment variable `{var}` (the API key) is not set"),
+        }),
+    }
+}

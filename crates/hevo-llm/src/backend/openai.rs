@@ -1,0 +1,208 @@
+//! The `openai` backend: any OpenAI-compatible chat completions endpoint.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+
+use super::retry::{send_json, RetryPolicy};
+use super::{read_key, Backend, Completion, DeltaSender};
+use crate::error::{BackendError, LlmError};
+use crate::types::{ChatRequest, ChatResponse, FinishReason, TokenLogprob, TopLogprob, Usage};
+
+/// Settings of an OpenAI-compatible upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// The backend's name, as routes refer to it.
+    pub name: String,
+    /// Base URL up to and including the version, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// Environment variable holding the API key; `None` for an upstream without auth.
+    pub api_key_env: Option<String>,
+    /// Retries on 429, 5xx and network errors.
+    pub retry: RetryPolicy,
+    /// Timeout of one attempt.
+    pub timeout: Duration,
+}
+
+impl OpenAiConfig {
+    /// A config for `base_url` with the key in `api_key_env` and default retries.
+    pub fn new(name: &str, base_url: &str, api_key_env: Option<&str>) -> Self {
+        Self {
+            name: name.to_owned(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key_env: api_key_env.map(str::to_owned),
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Calls an OpenAI-compatible `/chat/completions` endpoint (non-streaming upstream calls, so
+/// usage is always reported; the gateway streams the answer to the harness).
+#[derive(Debug)]
+pub struct OpenAiBackend {
+    config: OpenAiConfig,
+    key: Option<String>,
+    client: reqwest::Client,
+}
+
+impl OpenAiBackend {
+    /// Reads the key from the configured variable and builds the HTTP client.
+    ///
+    /// # Errors
+    /// [`LlmError::BackendConfig`] when the key variable is named but not set.
+    pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
+        let key = match &config.api_key_env {
+            Some(var) => Some(read_key(&config.name, var)?),
+            None => None,
+        };
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .build()
+            .map_err(|e| LlmError::BackendConfig {
+                backend: config.name.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            config,
+            key,
+            client,
+        })
+    }
+
+    async fn call(&self, request: ChatRequest) -> Result<Completion, BackendError> {
+        let body = request_body(&request);
+        let url = format!("{}/chat/completions", self.config.base_url);
+        let (value, retries) = send_json(&self.config.retry, || {
+            let builder = self.client.post(&url).json(&body);
+            match &self.key {
+                Some(key) => builder.bearer_auth(key),
+                None => builder,
+            }
+        })
+        .await?;
+        let response = parse_response(&value, &request.model)?;
+        Ok(Completion {
+            response,
+            retries,
+            timing: None,
+        })
+    }
+}
+
+impl Backend for OpenAiBackend {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn complete(
+        &self,
+        request: ChatRequest,
+        _deltas: Option<DeltaSender>,
+    ) -> BoxFuture<'_, Result<Completion, BackendError>> {
+        Box::pin(self.call(request))
+    }
+
+    fn secret_env_vars(&self) -> Vec<String> {
+        self.config.api_key_env.iter().cloned().collect()
+    }
+}
+
+fn request_body(request: &ChatRequest) -> Value {
+    let mut body = json!({ "model": request.model, "messages": request.messages });
+    let map = body.as_object_mut().expect("object");
+    if let Some(t) = request.temperature {
+        map.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = request.top_p {
+        map.insert("top_p".into(), json!(p));
+    }
+    if let Some(m) = request.max_tokens {
+        map.insert("max_tokens".into(), json!(m));
+    }
+    if !request.stop.is_empty() {
+        map.insert("stop".into(), json!(request.stop));
+    }
+    if let Some(s) = request.seed {
+        map.insert("seed".into(), json!(s));
+    }
+    if request.logprobs {
+        map.insert("logprobs".into(), json!(true));
+        if request.top_logprobs > 0 {
+            map.insert("top_logprobs".into(), json!(request.top_logprobs));
+        }
+    }
+    body
+}
+
+fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendError> {
+    let bad = |what: &str| BackendError::Transport(format!("upstream response has no {what}"));
+    let choice = value.pointer("/choices/0").ok_or_else(|| bad("choices"))?;
+    let content = choice
+        .pointer("/message/content")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let finish_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("length") => FinishReason::Length,
+        _ => FinishReason::Stop,
+    };
+    let usage = value.get("usage").ok_or_else(|| bad("usage"))?;
+    let num = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let usage = Usage {
+        prompt_tokens: num(usage, "/prompt_tokens"),
+        cached_tokens: num(usage, "/prompt_tokens_details/cached_tokens"),
+        output_tokens: num(usage, "/completion_tokens"),
+    };
+    let logprobs = choice
+        .pointer("/logprobs/content")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|item| TokenLogprob {
+                    token: item
+                        .get("token")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    logprob: item
+                        .get("logprob")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(f64::NEG_INFINITY),
+                    top_logprobs: item
+                        .get("top_logprobs")
+                        .and_then(Value::as_array)
+                        .map(|tops| {
+                            tops.iter()
+                                .map(|t| TopLogprob {
+                                    token: t
+                                        .get("token")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or("")
+                                        .into(),
+                                    logprob: t
+                                        .get("logprob")
+                                        .and_then(Value::as_f64)
+                                        .unwrap_or(f64::NEG_INFINITY),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        });
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(model)
+        .to_owned();
+    Ok(ChatResponse {
+        model,
+        content,
+        finish_reason,
+        usage,
+        logprobs,
+    })
+}

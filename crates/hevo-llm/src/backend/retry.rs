@@ -1,0 +1,99 @@
+//! Retries with exponential backoff for upstream HTTP calls (429, 5xx, network errors).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::BackendError;
+
+/// How often and how patiently an upstream call is retried.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Wait before the first retry; doubled each time.
+    pub initial_backoff: Duration,
+    /// Longest wait between attempts (also caps a `Retry-After` header).
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = self.initial_backoff.saturating_mul(1u32 << attempt.min(16));
+        retry_after.unwrap_or(exp).min(self.max_backoff)
+    }
+}
+
+/// Sends the request built by `build` until it succeeds, fails with a non-retryable status, or
+/// retries run out. Returns the JSON body and the number of retries.
+pub(crate) async fn send_json(
+    policy: &RetryPolicy,
+    build: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<(Value, u32), BackendError> {
+    let mut attempt = 0;
+    loop {
+        let (err, retry_after) = match build().send().await {
+            Err(err) => (BackendError::Transport(err.to_string()), None),
+            Ok(response) => {
+                let status = response.status();
+                let retry_after = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .map(Duration::from_secs_f64);
+                match response.bytes().await {
+                    Err(err) => (BackendError::Transport(err.to_string()), None),
+                    Ok(body) if status.is_success() => {
+                        return serde_json::from_slice(&body)
+                            .map(|value| (value, attempt))
+                            .map_err(|err| {
+                                BackendError::Transport(format!(
+                                    "upstream sent invalid JSON: {err}"
+                                ))
+                            });
+                    }
+                    Ok(body) => {
+                        let message = error_message(&body);
+                        let err = BackendError::Upstream {
+                            status: status.as_u16(),
+                            message,
+                        };
+                        if !err.is_infra() {
+                            return Err(err);
+                        }
+                        (err, retry_after)
+                    }
+                }
+            }
+        };
+        if attempt >= policy.max_retries {
+            return Err(err);
+        }
+        tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
+        attempt += 1;
+    }
+}
+
+/// The `error.message` of a provider error body, or the body itself.
+fn error_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| text.chars().take(500).collect())
+}

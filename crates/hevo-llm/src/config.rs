@@ -1,0 +1,297 @@
+//! The model layer's part of `hevo.toml`: backends, model routes, prices, caps and the cache,
+//! as typed, strictly parsed tables, and how they become a running [`Gateway`].
+//!
+//! ```toml
+//! [[backends]]
+//! name = "local"
+//! kind = "local"                # model_path defaults to the pulled SmolLM2
+//! threads = 2
+//!
+//! [[backends]]
+//! name = "openai"
+//! kind = "openai"
+//! base_url = "https://api.openai.com/v1"
+//! api_key_env = "OPENAI_API_KEY"
+//!
+//! [[models]]
+//! name = "smollm2"              # what harnesses put in `model`
+//! backend = "local"
+//! upstream_model = "smollm2-135m-instruct"
+//!
+//! [prices."gpt-4o-mini"]
+//! input = 0.15
+//! cached_input = 0.075
+//! output = 0.60
+//!
+//! [caps.trial]
+//! max_cost_usd = 0.05
+//! [caps.run]
+//! max_cost_usd = 20.0
+//! ```
+//!
+//! [`Gateway`]: crate::Gateway
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::backend::{
+    AnthropicBackend, AnthropicConfig, Backend, LocalBackend, LocalConfig, OpenAiBackend,
+    OpenAiConfig, RetryPolicy,
+};
+use crate::error::LlmError;
+use crate::gateway::{GatewayConfig, ModelRoute};
+use crate::ledger::Caps;
+use crate::model_file;
+use crate::price::{ModelPrice, PriceTable};
+
+/// The kind of a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// An OpenAI-compatible HTTP endpoint.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// The embedded GGUF model.
+    Local,
+}
+
+/// One `[[backends]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSpec {
+    /// The name routes refer to.
+    pub name: String,
+    /// What kind of backend.
+    pub kind: BackendKind,
+    /// Base URL (`openai`: up to `/v1`; `anthropic`: without `/v1`). Defaults to the
+    /// provider's public API.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Environment variable holding the API key (`openai`: optional; `anthropic`: defaults
+    /// to `ANTHROPIC_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Retries on 429/5xx/network errors (default 4).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// Timeout of one upstream attempt in seconds (default 600).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// `local`: the GGUF file (default: the pulled SmolLM2 under `HEVO_HOME`).
+    #[serde(default)]
+    pub model_path: Option<PathBuf>,
+    /// `local`: CPU threads (default 2).
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// `local`: context length in tokens (default 4096).
+    #[serde(default)]
+    pub context_size: Option<u32>,
+}
+
+/// `[caps]`: per-trial and per-run limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapsSpec {
+    /// Limits of each trial.
+    #[serde(default)]
+    pub trial: Caps,
+    /// Limits of the whole run.
+    #[serde(default)]
+    pub run: Caps,
+}
+
+/// The model layer's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelLayerConfig {
+    /// Backends.
+    #[serde(default)]
+    pub backends: Vec<BackendSpec>,
+    /// Model routes.
+    #[serde(default)]
+    pub models: Vec<RouteSpec>,
+    /// Route for model names without a route (e.g. an SDK's default model).
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// Price overrides, by model name.
+    #[serde(default)]
+    pub prices: BTreeMap<String, ModelPrice>,
+    /// Caps.
+    #[serde(default)]
+    pub caps: CapsSpec,
+    /// Response cache directory (default `$HEVO_HOME/cache/responses`).
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// Turn the response cache off.
+    #[serde(default)]
+    pub no_cache: bool,
+}
+
+/// One `[[models]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// The name harnesses use.
+    pub name: String,
+    /// The backend serving it.
+    pub backend: String,
+    /// The backend's model name (default: `name`).
+    #[serde(default)]
+    pub upstream_model: Option<String>,
+}
+
+impl ModelLayerConfig {
+    /// The local SmolLM2 model as the only backend, served as `smollm2` and as the default.
+    pub fn local_default() -> Self {
+        Self {
+            backends: vec![BackendSpec {
+                name: "local".into(),
+                kind: BackendKind::Local,
+                base_url: None,
+                api_key_env: None,
+                max_retries: None,
+                timeout_s: None,
+                model_path: None,
+                threads: None,
+                context_size: None,
+            }],
+            models: vec![RouteSpec {
+                name: "smollm2".into(),
+                backend: "local".into(),
+                upstream_model: Some(model_file::DEFAULT_MODEL_NAME.into()),
+            }],
+            default_model: Some("smollm2".into()),
+            ..Self::default()
+        }
+    }
+
+    /// Builds every backend (reads key variables, loads the local model).
+    ///
+    /// # Errors
+    /// [`LlmError::BackendConfig`] for a missing key variable, [`LlmError::LocalModel`] when
+    /// the GGUF is missing or does not load.
+    pub fn build_backends(&self) -> Result<Vec<Arc<dyn Backend>>, LlmError> {
+        let mut out: Vec<Arc<dyn Backend>> = Vec::new();
+        for spec in &self.backends {
+            let mut retry = RetryPolicy::default();
+            if let Some(n) = spec.max_retries {
+                retry.max_retries = n;
+            }
+            let timeout = Duration::from_secs_f64(spec.timeout_s.unwrap_or(600.0).max(0.001));
+            let backend: Arc<dyn Backend> = match spec.kind {
+                BackendKind::Openai => {
+                    let base = spec
+                        .base_url
+                        .as_deref()
+                        .unwrap_or("https://api.openai.com/v1");
+                    let mut c = OpenAiConfig::new(&spec.name, base, spec.api_key_env.as_deref());
+                    c.retry = retry;
+                    c.timeout = timeout;
+                    Arc::new(OpenAiBackend::new(c)?)
+                }
+                BackendKind::Anthropic => {
+                    let base = spec
+                        .base_url
+                        .as_deref()
+                        .unwrap_or("https://api.anthropic.com");
+                    let var = spec.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+                    let mut c = AnthropicConfig::new(&spec.name, base, var);
+                    c.retry = retry;
+                    c.timeout = timeout;
+                    Arc::new(AnthropicBackend::new(c)?)
+                }
+                BackendKind::Local => {
+                    let path = match &spec.model_path {
+                        Some(path) => path.clone(),
+                        None => model_file::require_default_model()?,
+                    };
+                    let mut c = LocalConfig::new(&spec.name, path);
+                    if let Some(t) = spec.threads {
+                        c.threads = t;
+                    }
+                    if let Some(n) = spec.context_size {
+                        c.context_size = n;
+                    }
+                    Arc::new(LocalBackend::load(c)?)
+                }
+            };
+            out.push(backend);
+        }
+        Ok(out)
+    }
+
+    /// The gateway config: routes, built-in prices with the overrides, run caps, cache.
+    ///
+    /// # Errors
+    /// [`LlmError::PriceTable`] for an invalid price.
+    pub fn gateway_config(&self) -> Result<GatewayConfig, LlmError> {
+        let prices = PriceTable::builtin().with_overrides(self.prices.clone())?;
+        let routes = self
+            .models
+            .iter()
+            .map(|r| {
+                ModelRoute::new(
+                    &r.name,
+                    &r.backend,
+                    r.upstream_model.as_deref().unwrap_or(&r.name),
+                )
+            })
+            .collect();
+        let mut config = GatewayConfig::new(routes, prices);
+        config.default_model = self.default_model.clone();
+        config.run_caps = self.caps.run;
+        config.cache_dir = if self.no_cache {
+            None
+        } else {
+            Some(
+                self.cache_dir
+                    .clone()
+                    .unwrap_or_else(|| model_file::hevo_home().join("cache").join("responses")),
+            )
+        };
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example() {
+        let text = r#"
+            [[backends]]
+            name = "openai"
+            kind = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+
+            [[models]]
+            name = "m"
+            backend = "openai"
+            upstream_model = "gpt-4o-mini"
+
+            [prices."gpt-4o-mini"]
+            input = 0.2
+            output = 0.8
+
+            [caps.trial]
+            max_tokens = 1000
+            [caps.run]
+            max_cost_usd = 2.5
+        "#;
+        let config: ModelLayerConfig = toml::from_str(text).unwrap();
+        assert_eq!(config.caps.trial.max_tokens, Some(1000));
+        let gw = config.gateway_config().unwrap();
+        assert_eq!(gw.run_caps.max_cost_usd, Some(2.5));
+        assert_eq!(gw.prices.get("gpt-4o-mini").unwrap().input, 0.2);
+        assert_eq!(config.build_backends().unwrap().len(), 1);
+        let err = toml::from_str::<ModelLayerConfig>("[[models]]\nname = \"m\"\nbakend = \"x\"\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("bakend"), "{err}");
+    }
+}

@@ -1,0 +1,114 @@
+//! Errors of the model layer: one enum for setting things up, one for a single model call.
+
+use std::path::PathBuf;
+
+/// A failure to set up the model layer (price table, gateway, cache, local model).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmError {
+    /// A routed upstream model has no price and is not marked free.
+    #[error(
+        "model `{model}` has no price: add `[prices.\"{model}\"]` with `input`, `cached_input` \
+         and `output` (dollars per million tokens) to hevo.toml, or mark it `free = true`"
+    )]
+    UnpricedModel {
+        /// The upstream model name.
+        model: String,
+    },
+    /// The price table TOML does not parse or has invalid values.
+    #[error("invalid price table: {message}")]
+    PriceTable {
+        /// What is wrong.
+        message: String,
+    },
+    /// A route names a backend that was not given to the gateway.
+    #[error("model `{model}` is routed to backend `{backend}`, which is not configured")]
+    UnknownBackend {
+        /// The model name harnesses use.
+        model: String,
+        /// The missing backend's name.
+        backend: String,
+    },
+    /// `default_model` names a model that has no route.
+    #[error("default_model `{model}` is not one of the routed models")]
+    DefaultModelNotRouted {
+        /// The configured default.
+        model: String,
+    },
+    /// The gateway was started outside a tokio runtime.
+    #[error("the gateway must be started inside a tokio runtime")]
+    NoRuntime,
+    /// Binding the loopback listener failed.
+    #[error("cannot bind the gateway on 127.0.0.1")]
+    Bind(#[source] std::io::Error),
+    /// A file or directory could not be read or written.
+    #[error("cannot access `{}`", path.display())]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A backend's configuration is wrong (missing key variable, bad URL, ...).
+    #[error("backend `{backend}`: {message}")]
+    BackendConfig {
+        /// The backend's name.
+        backend: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// The local model could not be loaded or run.
+    #[error("local model `{}`: {message}", path.display())]
+    LocalModel {
+        /// The GGUF path.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl LlmError {
+    /// An [`LlmError::Io`] for `path`.
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        LlmError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The failure of one model call at a backend.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The request is invalid for this backend (the caller's fault, HTTP 400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The upstream answered with an error status after all retries.
+    #[error("upstream returned HTTP {status}: {message}")]
+    Upstream {
+        /// HTTP status of the last attempt.
+        status: u16,
+        /// The upstream's message.
+        message: String,
+    },
+    /// The upstream could not be reached or its answer could not be read.
+    #[error("upstream unreachable: {0}")]
+    Transport(String),
+    /// The backend failed internally (the local model crashed, a worker stopped).
+    #[error("backend failure: {0}")]
+    Internal(String),
+}
+
+impl BackendError {
+    /// True for infrastructure faults (upstream 429/5xx, network, backend crash): the trial
+    /// that saw it should be retried, not scored as a harness failure.
+    pub fn is_infra(&self) -> bool {
+        match self {
+            BackendError::BadRequest(_) => false,
+            BackendError::Upstream { status, .. } => *status == 429 || *status >= 500,
+            BackendError::Transport(_) | BackendError::Internal(_) => true,
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! The gateway: an OpenAI- and Anthropic-compatible HTTP server on loopback through which every
+//! model call of a run passes.
+//!
+//! Each trial gets its own key ([`Gateway::open_trial`]); a call is attributed by its key,
+//! checked against the trial's and the run's caps, answered from the response cache or a
+//! backend, priced, written to the trial's trace and handed to the [`LedgerSink`]. Closing a
+//! trial expires its key and returns its totals.
+//!
+//! Routes: `POST /v1/chat/completions` (OpenAI, streaming as SSE), `GET /v1/models`,
+//! `POST /v1/messages` (Anthropic, streaming as SSE).
+//!
+//! A call's life: authenticate → parse → route → trace request → caps → cache or backend →
+//! price → totals → ledger → trace response → answer.
+
+mod anthropic_api;
+mod error;
+mod openai_api;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use rand::RngCore;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::backend::{Backend, DeltaSender};
+use crate::cache::ResponseCache;
+use crate::error::LlmError;
+use crate::ledger::{CallRecord, CallStatus, Caps, LedgerSink, TrialUsage};
+use crate::price::PriceTable;
+use crate::types::{ChatRequest, ChatResponse};
+pub(crate) use error::{ApiError, Dialect, ErrorKind};
+
+/// Maps a model name harnesses use to a backend and the backend's own model name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRoute {
+    /// The name harnesses put in `model`.
+    pub name: String,
+    /// The backend that serves it ([`Backend::name`]).
+    pub backend: String,
+    /// The model name sent to the backend, and priced.
+    pub upstream_model: String,
+}
+
+impl ModelRoute {
+    /// A route from `name` to `upstream_model` on `backend`.
+    pub fn new(name: &str, backend: &str, upstream_model: &str) -> Self {
+        Self {
+            name: name.into(),
+            backend: backend.into(),
+            upstream_model: upstream_model.into(),
+        }
+    }
+}
+
+/// How a gateway is set up for one run.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Models harnesses may call.
+    pub routes: Vec<ModelRoute>,
+    /// Route used when a harness names a model that has no route (so SDK defaults such as
+    /// `gpt-4o-mini` reach the run's model); `None` answers such calls with 404.
+    pub default_model: Option<String>,
+    /// Prices; every routed upstream model must be priced or free.
+    pub prices: PriceTable,
+    /// Caps on the whole run (every trial together).
+    pub run_caps: Caps,
+    /// Directory of the shared response cache; `None` disables caching.
+    pub cache_dir: Option<PathBuf>,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+impl GatewayConfig {
+    /// A config with these routes and prices, no run caps, no cache, 32 MiB body limit.
+    pub fn new(routes: Vec<ModelRoute>, prices: PriceTable) -> Self {
+        Self {
+            routes,
+            default_model: None,
+            prices,
+            run_caps: Caps::UNLIMITED,
+            cache_dir: None,
+            max_body_bytes: 32 << 20,
+        }
+    }
+}
+
+/// A trial's API key: valid from [`Gateway::open_trial`] until [`Gateway::close_trial`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TrialKey(String);
+
+impl TrialKey {
+    /// The key as sent in `Authorization: Bearer` or `x-api-key`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+struct Route {
+    backend: Arc<dyn Backend>,
+    upstream_model: String,
+}
+
+struct Trial {
+    id: String,
+    caps: Caps,
+    state: Mutex<TrialState>,
+    trace: Mutex<Option<BufWriter<File>>>,
+}
+
+#[derive(Default)]
+struct TrialState {
+    usage: TrialUsage,
+    next_seq: u64,
+}
+
+struct Inner {
+    routes: HashMap<String, Arc<Route>>,
+    route_names: Vec<String>,
+    default_model: Option<String>,
+    prices: PriceTable,
+    run_caps: Caps,
+    cache: Option<ResponseCache>,
+    max_body_bytes: usize,
+    sink: Arc<dyn LedgerSink>,
+    trials: RwLock<HashMap<String, Arc<Trial>>>,
+    run: Mutex<TrialUsage>,
+    secret_vars: Vec<String>,
+}
+
+/// The gateway's state: routes, prices, trials and totals. Cheap to clone; serve it with
+/// [`Gateway::router`] or start it on a port with [`Gateway::start`].
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("routes", &self.inner.route_names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running gateway: its address plus everything [`Gateway`] offers (through `Deref`).
+#[derive(Debug)]
+pub struct GatewayHandle {
+    gateway: Gateway,
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Checks the config (every route's backend exists, every upstream model is priced or
+    /// free) and builds the state.
+    ///
+    /// # Errors
+    /// [`LlmError::UnknownBackend`], [`LlmError::UnpricedModel`], or an I/O error opening the
+    /// cache directory.
+    pub fn new(
+        config: GatewayConfig,
+        backends: Vec<Arc<dyn Backend>>,
+        sink: Arc<dyn LedgerSink>,
+    ) -> Result<Self, LlmError> {
+        let by_name: HashMap<&str, &Arc<dyn Backend>> =
+            backends.iter().map(|b| (b.name(), b)).collect();
+        let mut routes = HashMap::new();
+        let mut route_names = Vec::new();
+        for route in &config.routes {
+            let backend =
+                by_name
+                    .get(route.backend.as_str())
+                    .ok_or_else(|| LlmError::UnknownBackend {
+                        model: route.name.clone(),
+                        backend: route.backend.clone(),
+                    })?;
+            config.prices.check([route.upstream_model.as_str()])?;
+            route_names.push(route.name.clone());
+            routes.insert(
+                route.name.clone(),
+                Arc::new(Route {
+                    backend: Arc::clone(backend),
+                    upstream_model: route.upstream_model.clone(),
+                }),
+            );
+        }
+        if let Some(default) = &config.default_model {
+            if !routes.contains_key(default) {
+                return Err(LlmError::DefaultModelNotRouted {
+                    model: default.clone(),
+                });
+            }
+        }
+        let cache = config.cache_dir.map(ResponseCache::open).transpose()?;
+        let mut secret_vars: Vec<String> =
+            backends.iter().flat_map(|b| b.secret_env_vars()).collect();
+        secret_vars.sort();
+        secret_vars.dedup();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                routes,
+                route_names,
+                default_model: config.default_model,
+                prices: config.prices,
+                run_caps: config.run_caps,
+                cache,
+                max_body_bytes: config.max_body_bytes,
+                sink,
+                trials: RwLock::new(HashMap::new()),
+                run: Mutex::new(TrialUsage::default()),
+                secret_vars,
+            }),
+        })
+    }
+
+    /// Builds the gateway and serves it on `127.0.0.1` at a free port. Must be called inside
+    /// a tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`Gateway::new`], [`LlmError::NoRuntime`] and [`LlmError::Bind`].
+    pub fn start(
+        config: GatewayConfig,
+        backends: Vec<Arc<dyn Backend>>,
+        sink: Arc<dyn LedgerSink>,
+    ) -> Result<GatewayHandle, LlmError> {
+        let gateway = Gateway::new(config, backends, sink)?;
+        gateway.serve()
+    }
+
+    /// Serves this gateway on `127.0.0.1` at a free port.
+    ///
+    /// # Errors
+    /// [`LlmError::NoRuntime`] outside a tokio runtime, [`LlmError::Bind`].
+    pub fn serve(self) -> Result<GatewayHandle, LlmError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LlmError::NoRuntime)?;
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(LlmError::Bind)?;
+        std_listener.set_nonblocking(true).map_err(LlmError::Bind)?;
+        let addr = std_listener.local_addr().map_err(LlmError::Bind)?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let router = self.router();
+        let server = runtime.spawn(async move {
+            let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::error!(%err, "gateway listener failed");
+                    return;
+                }
+            };
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = rx.await;
+            });
+            if let Err(err) = serve.await {
+                tracing::error!(%err, "gateway server failed");
+            }
+        });
+        Ok(GatewayHandle {
+            gateway: self,
+            addr,
+            shutdown: Some(tx),
+            server: Some(server),
+        })
+    }
+
+    /// The HTTP routes, for serving on any listener or calling in tests without a socket.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/chat/completions", post(openai_api::chat_completions))
+            .route("/v1/models", get(openai_api::list_models))
+            .route("/v1/messages", post(anthropic_api::messages))
+            .layer(DefaultBodyLimit::max(self.inner.max_body_bytes))
+            .with_state(self.clone())
+    }
+
+    /// Registers a trial and returns its fresh random key. Its calls are traced to
+    /// `<trace_dir>/model_calls.jsonl` (created if needed) and limited by `caps`.
+    ///
+    /// # Errors
+    /// [`LlmError::Io`] when the trace file cannot be created.
+    pub fn open_trial(
+        &self,
+        trial_id: &str,
+        trace_dir: &Path,
+        caps: Caps,
+    ) -> Result<TrialKey, LlmError> {
+        std::fs::create_dir_all(trace_dir).map_err(|e| LlmError::io(trace_dir, e))?;
+        let path = trace_dir.join("model_calls.jsonl");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| LlmError::io(&path, e))?;
+        let mut bytes = [0u8; 24];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        let key = format!("hevo-{}", hex::encode(bytes));
+        let trial = Arc::new(Trial {
+            id: trial_id.to_owned(),
+            caps,
+            state: Mutex::new(TrialState::default()),
+            trace: Mutex::new(Some(BufWriter::new(file))),
+        });
+        self.inner
+            .trials
+            .write()
+            .expect("trials lock")
+            .insert(key.clone(), trial);
+        Ok(TrialKey(key))
+    }
+
+    /// Expires `key` (later calls get 401), closes the trace file and returns the trial's
+    /// totals. An unknown or already closed key gives empty totals.
+    pub fn close_trial(&self, key: &TrialKey) -> TrialUsage {
+        let Some(trial) = self
+            .inner
+            .trials
+            .write()
+            .expect("trials lock")
+            .remove(&key.0)
+        else {
+            return TrialUsage::default();
+        };
+        if let Some(mut trace) = trial.trace.lock().expect("trace lock").take() {
+            let _ = trace.flush();
+        }
+        let usage = trial.state.lock().expect("trial lock").usage;
+        usage
+    }
+
+    /// The live totals of an open trial.
+    pub fn trial_usage(&self, key: &TrialKey) -> Option<TrialUsage> {
+        let trials = self.inner.trials.read().expect("trials lock");
+        trials
+            .get(&key.0)
+            .map(|t| t.state.lock().expect("trial lock").usage)
+    }
+
+    /// Totals of every call of the run so far.
+    pub fn run_usage(&self) -> TrialUsage {
+        *self.inner.run.lock().expect("run lock")
+    }
+
+    /// The run's caps.
+    pub fn run_caps(&self) -> Caps {
+        self.inner.run_caps
+    }
+
+    /// Names of environment variables holding provider keys; remove them from every
+    /// harness's environment.
+    pub fn provider_key_vars(&self) -> &[String] {
+        &self.inner.secret_vars
+    }
+
+    /// The model names harnesses may use.
+    pub fn models(&self) -> &[String] {
+        &self.inner.route_names
+    }
+
+    fn authenticate(&self, key: Option<&str>, dialect: Dialect) -> Result<Arc<Trial>, ApiError> {
+        let Some(key) = key else {
+            return Err(ApiError::new(
+                dialect,
+                ErrorKind::Authentication,
+                "missing API key: send the trial key hevo put in OPENAI_API_KEY / \
+                 ANTHROPIC_API_KEY",
+            ));
+        };
+        let trials = self.inner.trials.read().expect("trials lock");
+        trials.get(key).cloned().ok_or_else(|| {
+            ApiError::new(
+                dialect,
+                ErrorKind::Authentication,
+                "invalid API key: unknown or expired trial key (each key is valid only while \
+                 its trial runs)",
+            )
+        })
+    }
+
+    fn route(&self, model: &str) -> Option<Arc<Route>> {
+        self.inner.routes.get(model).cloned().or_else(|| {
+            self.inner
+                .default_model
+                .as_ref()
+                .and_then(|d| self.inner.routes.get(d).cloned())
+        })
+    }
+
+    /// Authenticates, parses, routes and cap-checks one call. `parse` turns the JSON body
+    /// into a request plus dialect-specific options, or says what is wrong with it.
+    pub(crate) fn prepare<T>(
+        &self,
+        dialect: Dialect,
+        key: Option<&str>,
+        body: &[u8],
+        parse: impl FnOnce(Value) -> Result<(ChatRequest, T), String>,
+    ) -> Result<(Call, ChatRequest, T), ApiError> {
+        let started = Instant::now();
+        let trial = self.authenticate(key, dialect)?;
+        let seq = {
+            let mut state = trial.state.lock().expect("trial lock");
+            state.next_seq += 1;
+            state.next_seq - 1
+        };
+        let raw = serde_json::from_slice::<Value>(body);
+        let traced = match &raw {
+            Ok(value) => value.clone(),
+            Err(_) => Value::String(String::from_utf8_lossy(body).into_owned()),
+        };
+        let mut call = Call {
+            gateway: self.clone(),
+            trial,
+            seq,
+            dialect,
+            started,
+            started_at_ms: now_ms(),
+            requested_model: String::new(),
+            route: None,
+        };
+        call.trace("request", None, &traced);
+        let raw = raw.map_err(|e| {
+            call.fail(ApiError::new(
+                dialect,
+                ErrorKind::InvalidRequest,
+                format!("request body is not valid JSON: {e}"),
+            ))
+        })?;
+        let (mut request, extra) = parse(raw)
+            .map_err(|msg| call.fail(ApiError::new(dialect, ErrorKind::InvalidRequest, msg)))?;
+        call.requested_model = request.model.clone();
+        let route = self.route(&request.model).ok_or_else(|| {
+            call.fail(ApiError::new(
+                dialect,
+                ErrorKind::NotFound,
+                format!(
+                    "model `{}` is not served by this gateway; available: {}",
+                    request.model,
+                    self.inner.route_names.join(", ")
+                ),
+            ))
+        })?;
+        request.model = route.upstream_model.clone();
+        call.route = Some(route);
+        call.check_caps()?;
+        Ok((call, request, extra))
+    }
+}
+
+/// One call in flight, after [`Gateway::prepare`].
+pub(crate) struct Call {
+    gateway: Gateway,
+    trial: Arc<Trial>,
+    seq: u64,
+    dialect: Dialect,
+    started: Instant,
+    started_at_ms: u64,
+    requested_model: String,
+    route: Option<Arc<Route>>,
+}
+
+impl Call {
+    /// The model name the harness asked for (answers echo it).
+    pub(crate) fn requested_model(&self) -> &str {
+        &self.requested_model
+    }
+
+    fn priced_model(&self) -> String {
+        match &self.route {
+            Some(route) => route.upstream_model.clone(),
+            None => self.requested_model.clone(),
+        }
+    }
+
+    fn base_record(&self, status: CallStatus, error: Option<String>) -> CallRecord {
+        CallRecord {
+            trial_id: self.trial.id.clone(),
+            seq: self.seq,
+            started_at_ms: self.started_at_ms,
+            model: self.priced_model(),
+            input_tokens: 0,
+            cached_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            latency_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            cache_hit: false,
+            status,
+            retries: 0,
+            error,
+        }
+    }
+
+    /// Records and traces a failed call; returns the error for the caller to send.
+    pub(crate) fn fail(&self, err: ApiError) -> ApiError {
+        let status = match err.kind {
+            ErrorKind::BudgetExceeded => CallStatus::BudgetExceeded,
+            ErrorKind::Backend => CallStatus::BackendError,
+            _ => CallStatus::BadRequest,
+        };
+        if status == CallStatus::BackendError {
+            self.trial
+                .state
+                .lock()
+                .expect("trial lock")
+                .usage
+                .backend_errors += 1;
+        }
+        self.gateway
+            .inner
+            .sink
+            .record(&self.base_record(status, Some(err.message.clone())));
+        self.trace("response", Some(err.status().as_u16()), &err.body());
+        err
+    }
+
+    fn check_caps(&self) -> Result<(), ApiError> {
+        let inner = &self.gateway.inner;
+        let trial_usage = self.trial.state.lock().expect("trial lock").usage;
+        let reason = match self.trial.caps.reached(&trial_usage) {
+            Some(reason) => Some(format!("trial `{}` {reason}", self.trial.id)),
+            None => {
+                let run_usage = *inner.run.lock().expect("run lock");
+                inner
+                    .run_caps
+                    .reached(&run_usage)
+                    .map(|reason| format!("run {reason}"))
+            }
+        };
+        match reason {
+            None => Ok(()),
+            Some(reason) => {
+                self.trial
+                    .state
+                    .lock()
+                    .expect("trial lock")
+                    .usage
+                    .budget_exceeded = true;
+                Err(self.fail(ApiError::new(
+                    self.dialect,
+                    ErrorKind::BudgetExceeded,
+                    format!("budget exceeded: {reason}; hevo refuses further model calls"),
+                )))
+            }
+        }
+    }
+
+    /// Answers the call from the cache or the backend, then prices, counts and records it.
+    pub(crate) async fn execute(
+        &self,
+        request: ChatRequest,
+        deltas: Option<DeltaSender>,
+    ) -> Result<(ChatResponse, bool), ApiError> {
+        let inner = &self.gateway.inner;
+        let route = self.route.as_ref().expect("prepared calls are routed");
+        let cache_key = match &inner.cache {
+            Some(_) if request.is_deterministic() => {
+                Some(ResponseCache::key(route.backend.name(), &request))
+            }
+            _ => None,
+        };
+        let cached = match (&inner.cache, &cache_key) {
+            (Some(cache), Some(key)) => cache.get(key),
+            _ => None,
+        };
+        let (response, cache_hit, retries) = match cached {
+            Some(response) => (response, true, 0),
+            None => match route.backend.complete(request, deltas).await {
+                Ok(completion) => (completion.response, false, completion.retries),
+                Err(err) => {
+                    let kind = if err.is_infra() {
+                        ErrorKind::Backend
+                    } else {
+                        ErrorKind::InvalidRequest
+                    };
+                    return Err(self.fail(ApiError::new(self.dialect, kind, err.to_string())));
+                }
+            },
+        };
+        let usage = response.usage;
+        let cost = inner
+            .prices
+            .cost(&route.upstream_model, &usage)
+            .unwrap_or(0.0);
+        let mut record = self.base_record(CallStatus::Ok, None);
+        record.input_tokens = usage.uncached_tokens();
+        record.cached_tokens = usage.cached_tokens;
+        record.output_tokens = usage.output_tokens;
+        record.cost_usd = cost;
+        record.cache_hit = cache_hit;
+        record.retries = retries;
+        let run_exceeded = {
+            let mut run = inner.run.lock().expect("run lock");
+            run.add(&record);
+            inner.run_caps.exceeded(&run)
+        };
+        {
+            let mut state = self.trial.state.lock().expect("trial lock");
+            state.usage.add(&record);
+            if run_exceeded || self.trial.caps.exceeded(&state.usage) {
+                state.usage.budget_exceeded = true;
+            }
+        }
+        inner.sink.record(&record);
+        if let (Some(cache), Some(key), false) = (&inner.cache, &cache_key, cache_hit) {
+            if let Err(err) = cache.put(key, &response) {
+                tracing::warn!(%err, "response cache write failed");
+            }
+        }
+        Ok((response, cache_hit))
+    }
+
+    /// Appends one line to the trial's trace.
+    pub(crate) fn trace(&self, kind: &str, status: Option<u16>, body: &Value) {
+        let mut line = json!({
+            "seq": self.seq,
+            "ts_ms": now_ms(),
+            "type": kind,
+            "api": self.dialect.as_str(),
+        });
+        if let Some(status) = status {
+            line["status"] = json!(status);
+        }
+        line["body"] = body.clone();
+        let mut guard = self.trial.trace.lock().expect("trace lock");
+        if let Some(writer) = guard.as_mut() {
+            let mut bytes = serde_json::to_vec(&line).expect("trace line serializes");
+            bytes.push(b'\n');
+            if writer
+                .write_all(&bytes)
+                .and_then(|()| writer.flush())
+                .is_err()
+            {
+                tracing::warn!(trial = %self.trial.id, "trace write failed");
+            }
+        }
+    }
+}
+
+impl GatewayHandle {
+    /// The listening address (always 127.0.0.1).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `OPENAI_BASE_URL` for harnesses: `http://127.0.0.1:PORT/v1`.
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// `ANTHROPIC_BASE_URL` for harnesses: `http://127.0.0.1:PORT` (the SDK appends `/v1`).
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The environment a trial's harness gets: `OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+    /// `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`. Remove [`Gateway::provider_key_vars`] too.
+    pub fn harness_env(&self, key: &TrialKey) -> Vec<(String, String)> {
+        vec![
+            ("OPENAI_BASE_URL".into(), self.openai_base_url()),
+            ("OPENAI_API_KEY".into(), key.0.clone()),
+            ("ANTHROPIC_BASE_URL".into(), self.anthropic_base_url()),
+            ("ANTHROPIC_API_KEY".into(), key.0.clone()),
+        ]
+    }
+
+    /// The gateway state behind this server.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// Stops accepting connections, lets calls in flight finish (at most `grace`), and
+    /// returns.
+    pub async fn shutdown_within(mut self, grace: Duration) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let abort = server.abort_handle();
+            if tokio::time::timeout(grace, server).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+
+    /// [`GatewayHandle::shutdown_within`] with a 10 s grace period.
+    pub async fn shutdown(self) {
+        self.shutdown_within(Duration::from_secs(10)).await;
+    }
+}
+
+impl std::ops::Deref for GatewayHandle {
+    type Target = Gateway;
+
+    fn deref(&self) -> &Gateway {
+        &self.gateway
+    }
+}
+
+impl Drop for GatewayHandle {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) fn random_id() -> String {
+    let mut bytes = [0u8; 12];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// Runs `call.execute` while forwarding the backend's text deltas to `on_delta`; returns the
+/// result and whether any delta was forwarded.
+pub(crate) async fn execute_streaming(
+    call: &Call,
+    request: ChatRequest,
+    mut on_delta: impl FnMut(String),
+) -> (Result<(ChatResponse, bool), ApiError>, bool) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let fut = call.execute(request, Some(tx));
+    tokio::pin!(fut);
+    let mut streamed = false;
+    let result = loop {
+        tokio::select! {
+            Some(delta) = rx.recv() => {
+                streamed = true;
+                on_delta(delta);
+            }
+            result = &mut fut => break result,
+        }
+    };
+    while let Ok(delta) = rx.try_recv() {
+        streamed = true;
+        on_delta(delta);
+    }
+    (result, streamed)
+}

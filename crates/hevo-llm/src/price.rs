@@ -1,0 +1,255 @@
+//! The price table: dollars per million tokens for uncached input, cached input and output.
+//!
+//! Built-in defaults cover common hosted models; `hevo.toml` overrides or extends them. A model
+//! that is routed but neither priced nor marked free stops the gateway at start-up, so no run
+//! ever spends money it cannot count.
+//!
+//! ```
+//! use hevo_llm::{PriceTable, Usage};
+//! let table = PriceTable::builtin()
+//!     .with_toml("[\"my-model\"]\ninput = 1.0\ncached_input = 0.1\noutput = 2.0\n")
+//!     .unwrap();
+//! let usage = Usage { prompt_tokens: 1_000_000, cached_tokens: 500_000, output_tokens: 0 };
+//! assert!((table.cost("my-model", &usage).unwrap() - 0.55).abs() < 1e-9);
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LlmError;
+use crate::types::Usage;
+
+/// Prices of one model in dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    /// Uncached input tokens.
+    #[serde(default)]
+    pub input: f64,
+    /// Input tokens served from the provider's prompt cache; defaults to `input`.
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    /// Output tokens.
+    #[serde(default)]
+    pub output: f64,
+    /// Explicitly free (a local model): every price is zero and no price is required.
+    #[serde(default)]
+    pub free: bool,
+}
+
+impl ModelPrice {
+    /// A paid model's prices.
+    pub const fn paid(input: f64, cached_input: f64, output: f64) -> Self {
+        Self {
+            input,
+            cached_input: Some(cached_input),
+            output,
+            free: false,
+        }
+    }
+
+    /// A model that costs nothing.
+    pub const fn free() -> Self {
+        Self {
+            input: 0.0,
+            cached_input: Some(0.0),
+            output: 0.0,
+            free: true,
+        }
+    }
+
+    /// The dollars `usage` costs at these prices.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        if self.free {
+            return 0.0;
+        }
+        let cached = self.cached_input.unwrap_or(self.input);
+        (usage.uncached_tokens() as f64 * self.input
+            + usage.cached_tokens as f64 * cached
+            + usage.output_tokens as f64 * self.output)
+            / 1_000_000.0
+    }
+
+    fn validate(&self, model: &str) -> Result<(), LlmError> {
+        let values = [self.input, self.cached_input.unwrap_or(0.0), self.output];
+        if values.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(LlmError::PriceTable {
+                message: format!("prices of `{model}` must be finite and not negative"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Built-in prices (USD per million tokens: input, cached input, output). Providers change
+/// prices; override them in `hevo.toml` when they do.
+const BUILTIN: &[(&str, ModelPrice)] = &[
+    ("gpt-4o", ModelPrice::paid(2.50, 1.25, 10.00)),
+    ("gpt-4o-mini", ModelPrice::paid(0.15, 0.075, 0.60)),
+    ("gpt-4.1", ModelPrice::paid(2.00, 0.50, 8.00)),
+    ("gpt-4.1-mini", ModelPrice::paid(0.40, 0.10, 1.60)),
+    ("gpt-4.1-nano", ModelPrice::paid(0.10, 0.025, 0.40)),
+    ("gpt-5", ModelPrice::paid(1.25, 0.125, 10.00)),
+    ("gpt-5-mini", ModelPrice::paid(0.25, 0.025, 2.00)),
+    ("gpt-5-nano", ModelPrice::paid(0.05, 0.005, 0.40)),
+    ("o3", ModelPrice::paid(2.00, 0.50, 8.00)),
+    ("o4-mini", ModelPrice::paid(1.10, 0.275, 4.40)),
+    ("claude-opus-4", ModelPrice::paid(15.00, 1.50, 75.00)),
+    ("claude-opus-4-1", ModelPrice::paid(15.00, 1.50, 75.00)),
+    ("claude-sonnet-4", ModelPrice::paid(3.00, 0.30, 15.00)),
+    ("claude-sonnet-4-5", ModelPrice::paid(3.00, 0.30, 15.00)),
+    ("claude-haiku-4-5", ModelPrice::paid(1.00, 0.10, 5.00)),
+    ("claude-3-5-haiku", ModelPrice::paid(0.80, 0.08, 4.00)),
+    ("smollm2-135m-instruct", ModelPrice::free()),
+];
+
+/// Model name to prices.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PriceTable {
+    prices: BTreeMap<String, ModelPrice>,
+}
+
+impl PriceTable {
+    /// An empty table: every model must be priced explicitly.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// The built-in defaults for common models.
+    pub fn builtin() -> Self {
+        Self {
+            prices: BUILTIN
+                .iter()
+                .map(|(name, price)| ((*name).to_owned(), *price))
+                .collect(),
+        }
+    }
+
+    /// Adds or replaces one model's price.
+    pub fn insert(&mut self, model: impl Into<String>, price: ModelPrice) -> Result<(), LlmError> {
+        let model = model.into();
+        price.validate(&model)?;
+        self.prices.insert(model, price);
+        Ok(())
+    }
+
+    /// Overrides with every entry of `overrides` (e.g. the `[prices]` table of `hevo.toml`).
+    pub fn with_overrides(
+        mut self,
+        overrides: impl IntoIterator<Item = (String, ModelPrice)>,
+    ) -> Result<Self, LlmError> {
+        for (model, price) in overrides {
+            self.insert(model, price)?;
+        }
+        Ok(self)
+    }
+
+    /// Overrides with a TOML document whose top-level tables are model names:
+    /// `["gpt-4o"]` / `input = 2.5` / `cached_input = 1.25` / `output = 10` (or `free = true`).
+    pub fn with_toml(self, text: &str) -> Result<Self, LlmError> {
+        let parsed: BTreeMap<String, ModelPrice> =
+            toml::from_str(text).map_err(|e| LlmError::PriceTable {
+                message: e.to_string(),
+            })?;
+        self.with_overrides(parsed)
+    }
+
+    /// The price of `model`: an exact entry, else the longest entry that is a prefix of it
+    /// followed by `-` (so a dated `gpt-4o-2024-08-06` gets `gpt-4o`'s price).
+    pub fn get(&self, model: &str) -> Option<&ModelPrice> {
+        if let Some(price) = self.prices.get(model) {
+            return Some(price);
+        }
+        self.prices
+            .iter()
+            .filter(|(name, _)| {
+                model.len() > name.len()
+                    && model.starts_with(name.as_str())
+                    && model.as_bytes()[name.len()] == b'-'
+            })
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, price)| price)
+    }
+
+    /// The dollars `usage` of `model` costs; `None` when the model is not priced.
+    pub fn cost(&self, model: &str, usage: &Usage) -> Option<f64> {
+        self.get(model).map(|p| p.cost(usage))
+    }
+
+    /// Fails with [`LlmError::UnpricedModel`] for the first model that has no price.
+    pub fn check<'a>(&self, models: impl IntoIterator<Item = &'a str>) -> Result<(), LlmError> {
+        for model in models {
+            if self.get(model).is_none() {
+                return Err(LlmError::UnpricedModel {
+                    model: model.to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every entry, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ModelPrice)> {
+        self.prices.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_splits_cached_and_uncached_input() {
+        let price = ModelPrice::paid(2.0, 0.5, 8.0);
+        let usage = Usage {
+            prompt_tokens: 1000,
+            cached_tokens: 400,
+            output_tokens: 100,
+        };
+        let expected = (600.0 * 2.0 + 400.0 * 0.5 + 100.0 * 8.0) / 1e6;
+        assert!((price.cost(&usage) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn dated_model_falls_back_to_longest_prefix() {
+        let table = PriceTable::builtin();
+        assert_eq!(
+            table.get("gpt-4o-mini-2024-07-18"),
+            table.get("gpt-4o-mini")
+        );
+        assert_eq!(table.get("gpt-4o-2024-08-06"), table.get("gpt-4o"));
+        assert!(table.get("gpt-4oz").is_none());
+    }
+
+    #[test]
+    fn unknown_model_is_an_error_until_priced_or_free() {
+        let table = PriceTable::builtin();
+        let err = table.check(["my-model"]).unwrap_err();
+        assert!(err.to_string().contains("free = true"), "{err}");
+        let table = table.with_toml("[\"my-model\"]\nfree = true\n").unwrap();
+        table.check(["my-model"]).unwrap();
+        assert_eq!(
+            table.cost(
+                "my-model",
+                &Usage {
+                    prompt_tokens: 5,
+                    ..Usage::default()
+                }
+            ),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn bad_toml_names_the_problem() {
+        let err = PriceTable::empty()
+            .with_toml("[\"m\"]\ninptu = 1.0\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("inptu"), "{err}");
+        let err = PriceTable::empty()
+            .with_toml("[\"m\"]\ninput = -1.0\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("negative"), "{err}");
+    }
+}

@@ -1,0 +1,255 @@
+//! The gateway in front of the embedded GGUF model. Needs the default model: run
+//! `hevo model pull` first (these tests fail, not skip, without it).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hevo_llm::{
+    model_file, Backend, Caps, Gateway, GatewayConfig, LocalBackend, LocalConfig, MemorySink,
+    ModelRoute, OpenAiBackend, OpenAiConfig, PriceTable,
+};
+use serde_json::{json, Value};
+
+use crate::common::sse_events;
+
+fn model_path() -> PathBuf {
+    model_file::require_default_model().unwrap_or_else(|e| {
+        panic!("{e}\nthe local-model tests need the default model: run `hevo model pull`")
+    })
+}
+
+fn local() -> Arc<dyn Backend> {
+    let backend = LocalBackend::load(LocalConfig::new("local", model_path())).unwrap();
+    let template = backend.chat_template().to_owned();
+    assert!(
+        template.contains("<|im_start|>") && template.contains("<|im_end|>"),
+        "{template}"
+    );
+    Arc::new(backend)
+}
+
+fn route() -> Vec<ModelRoute> {
+    vec![ModelRoute::new(
+        "smollm2",
+        "local",
+        model_file::DEFAULT_MODEL_NAME,
+    )]
+}
+
+fn chat(extra: Value) -> Value {
+    let mut body = json!({
+        "model": "smollm2",
+        "messages": [
+            {"role": "system", "content": "You are a terse assistant."},
+            {"role": "user", "content": "Name three colors."},
+        ],
+        "temperature": 0,
+        "max_tokens": 8,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+async fn post(client: &reqwest::Client, base: &str, key: &str, body: &Value) -> reqwest::Response {
+    client
+        .post(format!("{base}/chat/completions"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_model_behind_the_gateway() {
+    let sink = Arc::new(MemorySink::new());
+    let gw = Gateway::start(
+        GatewayConfig::new(route(), PriceTable::builtin()),
+        vec![local()],
+        sink.clone(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = gw.open_trial("local", dir.path(), Caps::UNLIMITED).unwrap();
+    let client = reqwest::Client::new();
+    let base = gw.openai_base_url();
+
+    // greedy, twice: same text; the second call reuses the KV cache for the whole prompt
+    let first: Value = post(&client, &base, key.as_str(), &chat(json!({})))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let text = first["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!text.is_empty(), "{first}");
+    let prompt_tokens = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt_tokens > 10, "{first}");
+    assert!(first["usage"]["completion_tokens"].as_u64().unwrap() <= 8);
+    let second: Value = post(&client, &base, key.as_str(), &chat(json!({})))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(second["choices"][0]["message"]["content"], text.as_str());
+    assert_eq!(
+        second["usage"]["prompt_tokens_details"]["cached_tokens"],
+        prompt_tokens - 1
+    );
+
+    // streaming gives the same text in several chunks
+    let sse = post(&client, &base, key.as_str(), &chat(json!({"stream": true})))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let deltas: Vec<String> = sse_events(&sse)
+        .into_iter()
+        .filter(|(_, d)| d != "[DONE]")
+        .filter_map(|(_, d)| {
+            serde_json::from_str::<Value>(&d).unwrap()["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .filter(|d| !d.is_empty())
+        .collect();
+    assert!(
+        deltas.len() > 1,
+        "the local model streams token by token: {deltas:?}"
+    );
+    assert_eq!(deltas.concat(), text);
+
+    // a stop string cuts the text before it
+    let cut = text.char_indices().nth(text.chars().count() / 2).unwrap().0;
+    let stop: String = text[cut..].chars().take(2).collect();
+    let stopped: Value = post(
+        &client,
+        &base,
+        key.as_str(),
+        &chat(json!({"stop": [stop.clone()]})),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let expected = &text[..text.find(&stop).unwrap()];
+    assert_eq!(
+        stopped["choices"][0]["message"]["content"], expected,
+        "stop {stop:?}"
+    );
+    assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
+
+    // log-probabilities of the next token: greedy picks the most likely one
+    let lp: Value = post(
+        &client,
+        &base,
+        key.as_str(),
+        &chat(json!({"max_tokens": 1, "logprobs": true, "top_logprobs": 5})),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let item = &lp["choices"][0]["logprobs"]["content"][0];
+    let top = item["top_logprobs"].as_array().unwrap();
+    assert_eq!(top.len(), 5);
+    let values: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+    assert!(values.windows(2).all(|w| w[0] >= w[1]), "{values:?}");
+    assert!(values.iter().map(|v| v.exp()).sum::<f64>() <= 1.0 + 1e-6);
+    assert_eq!(item["token"], top[0]["token"]);
+    assert!((item["logprob"].as_f64().unwrap() - values[0]).abs() < 1e-9);
+
+    // seeded sampling is reproducible
+    let seeded = chat(json!({"temperature": 1.0, "seed": 42, "max_tokens": 6}));
+    let a: Value = post(&client, &base, key.as_str(), &seeded)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let b: Value = post(&client, &base, key.as_str(), &seeded)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        a["choices"][0]["message"]["content"],
+        b["choices"][0]["message"]["content"]
+    );
+
+    let usage = gw.close_trial(&key);
+    assert_eq!(usage.calls, 7);
+    assert_eq!(usage.cost_usd, 0.0, "the local model is free");
+    assert!(usage.cached_tokens > 0);
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_backend_in_front_of_a_second_gateway_running_the_local_model() {
+    let inner = Gateway::start(
+        GatewayConfig::new(route(), PriceTable::builtin()),
+        vec![local()],
+        Arc::new(MemorySink::new()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inner_key = inner
+        .open_trial("inner", &dir.path().join("inner"), Caps::UNLIMITED)
+        .unwrap();
+    std::env::set_var("HEVO_TEST_INNER_KEY", inner_key.as_str());
+    let backend = OpenAiBackend::new(OpenAiConfig::new(
+        "up",
+        &inner.openai_base_url(),
+        Some("HEVO_TEST_INNER_KEY"),
+    ))
+    .unwrap();
+    let prices = PriceTable::empty()
+        .with_toml("[\"smollm2\"]\nfree = true\n")
+        .unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let outer = Gateway::start(
+        GatewayConfig::new(vec![ModelRoute::new("m", "up", "smollm2")], prices),
+        vec![Arc::new(backend)],
+        sink.clone(),
+    )
+    .unwrap();
+    let key = outer
+        .open_trial("outer", &dir.path().join("outer"), Caps::UNLIMITED)
+        .unwrap();
+    let client = reqwest::Client::new();
+    let mut body = chat(json!({"max_tokens": 4}));
+    body["model"] = json!("m");
+    let direct: Value = post(
+        &client,
+        &inner.openai_base_url(),
+        inner_key.as_str(),
+        &chat(json!({"max_tokens": 4})),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let via: Value = post(&client, &outer.openai_base_url(), key.as_str(), &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        via["choices"][0]["message"]["content"],
+        direct["choices"][0]["message"]["content"]
+    );
+    assert_eq!(
+        via["usage"]["prompt_tokens"],
+        direct["usage"]["prompt_tokens"]
+    );
+    let records = sink.records();
+    assert_eq!(records[0].trial_id, "outer");
+    assert_eq!(
+        records[0].cached_tokens + records[0].input_tokens,
+        direct["usage"]["prompt_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(inner.close_trial(&inner_key).calls, 2);
+}

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Zero-shot text classifier: a hevo seed harness (Python standard library only).
+
+Protocol (see hevo's DESIGN.md, "The harness protocol"):
+  python3 harness.py --prepare   train split as JSONL on stdin (id, input, expected); the
+                                 working directory is the candidate's empty state directory.
+                                 Stores the label set of every group (labels.json) and, when
+                                 calibration is on, the content-free probabilities
+                                 (calibration.json).
+  python3 harness.py             one trial: the task input JSON on stdin ({"text", "group"});
+                                 state in $HEVO_STATE_DIR; the last stdout line is
+                                 {"answer": "<label>", ...}.
+
+Parameters (harness.toml [params]; values arrive in $HEVO_PARAMS or params.json):
+  template   how the prompt is worded: plain | instruct | question
+  scoring    logprob: one-token completion with top_logprobs, pick the label whose first
+             token(s) carry most probability; generate: greedy generation, parse the label
+  calibrate  contextual calibration (Zhao et al. 2021, "Calibrate Before Use"): divide the
+             label probabilities by those the same prompt gives a content-free input ("N/A")
+             and renormalize. Only affects scoring = logprob.
+
+The model is reached through the OpenAI-compatible endpoint in $OPENAI_BASE_URL
+(POST {base}/chat/completions, bearer $OPENAI_API_KEY); model name $HEVO_MODEL or "local".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: Used when harness.toml cannot be read; harness.toml's defaults win otherwise.
+DEFAULTS = {"template": "plain", "scoring": "logprob", "calibrate": False}
+
+#: Content-free inputs for calibration; their label probabilities are averaged.
+CONTENT_FREE = ["N/A"]
+
+#: Alternatives requested per position with scoring = logprob (OpenAI allows 0..20).
+TOP_LOGPROBS = 20
+
+#: Tokens generated with scoring = generate.
+GEN_MAX_TOKENS = 8
+
+#: Seconds to wait for one model call.
+HTTP_TIMEOUT_S = 120
+
+# Prompt templates: each is a list of (role, text) with {labels} and {text} filled in.
+TEMPLATES = {
+    "plain": [
+        ("user", "Classify the following text as one of: {labels}.\n\nText: {text}\n\n"
+                 "Answer with the label only."),
+    ],
+    "instruct": [
+        ("system", "You are a text classifier. Reply with exactly one label from this list: "
+                   "{labels}."),
+        ("user", "{text}"),
+    ],
+    "question": [
+        ("user", "{text}\n\nWhich label fits the text above best: {labels}?\n"
+                 "Reply with one word."),
+    ],
+}
+SCORINGS = ("logprob", "generate")
+
+
+class HarnessError(Exception):
+    """A failure that ends the trial with a message on stderr."""
+
+    def __init__(self, msg: str, code: int = 1):
+        super().__init__(msg)
+        self.code = code
+
+
+def log(msg: str) -> None:
+    print(f"zero-shot: {msg}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- params
+def manifest_defaults() -> dict:
+    """Defaults declared in harness.toml's [params], over the built-in ones."""
+    out = dict(DEFAULTS)
+    try:
+        import tomllib
+
+        with open(HERE / "harness.toml", "rb") as f:
+            for k, v in tomllib.load(f).get("params", {}).items():
+                if isinstance(v, dict) and "default" in v:
+                    out[k] = v["default"]
+    except (ImportError, OSError, ValueError) as e:
+        log(f"harness.toml not read ({e}); using built-in defaults")
+    return out
+
+
+def load_params() -> dict:
+    """Parameter values: $HEVO_PARAMS, else ./params.json, over the defaults; validated."""
+    params = manifest_defaults()
+    raw = os.environ.get("HEVO_PARAMS")
+    src = "HEVO_PARAMS"
+    if not raw and Path("params.json").is_file():
+        raw, src = Path("params.json").read_text(), "params.json"
+    if raw:
+        try:
+            given = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise HarnessError(f"{src} is not JSON: {e}", 2)
+        if not isinstance(given, dict):
+            raise HarnessError(f"{src} must be a JSON object", 2)
+        params.update(given)
+    if params["template"] not in TEMPLATES:
+        raise HarnessError(f"unknown template {params['template']!r}; one of {list(TEMPLATES)}", 2)
+    if params["scoring"] not in SCORINGS:
+        raise HarnessError(f"unknown scoring {params['scoring']!r}; one of {list(SCORINGS)}", 2)
+    params["calibrate"] = params["calibrate"] in (True, "true", "True", 1, "1")
+    return params
+
+
+# ----------------------------------------------------------------------------- model
+def chat(messages: list[dict], **extra) -> dict:
+    """POST one chat completion; return the parsed response. HTTP errors raise HarnessError."""
+    base = os.environ.get("OPENAI_BASE_URL")
+    if not base:
+        raise HarnessError("OPENAI_BASE_URL is not set", 2)
+    body = {"model": os.environ.get("HEVO_MODEL") or "local", "messages": messages,
+            "temperature": 0, **extra}
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(base.rstrip("/") + "/chat/completions",
+                                 data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        detail = e.read()[:500].decode("utf-8", "replace")
+        raise HarnessError(f"model call failed: HTTP {e.code} {e.reason}: {detail}")
+    except (urllib.error.URLError, OSError) as e:
+        raise HarnessError(f"model call failed: {e}")
+    except json.JSONDecodeError as e:
+        raise HarnessError(f"model response is not JSON: {e}")
+
+
+def label_probs(messages: list[dict], labels: list[str]) -> dict[str, float]:
+    """Probability mass the next token gives each label.
+
+    A top-logprob token counts for a label when, stripped and lower-cased, it is a prefix of
+    exactly one label (or the label is a prefix of it). A label with no matching token gets
+    half the smallest listed probability (its true mass is below that)."""
+    resp = chat(messages, max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
+    try:
+        top = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        raise HarnessError("the endpoint returned no top_logprobs; use scoring = generate")
+    mass = {lab: 0.0 for lab in labels}
+    smallest = 1.0
+    for entry in top:
+        p = math.exp(float(entry["logprob"]))
+        smallest = min(smallest, p)
+        tok = entry["token"].strip().lower().strip(".,:;!\"'")
+        if not tok:
+            continue
+        hits = [lab for lab in labels if lab.lower().startswith(tok) or tok.startswith(lab.lower())]
+        if len(hits) == 1:
+            mass[hits[0]] += p
+    floor = max(smallest / 2, 1e-12)
+    return {lab: (m if m > 0 else floor) for lab, m in mass.items()}
+
+
+def normalize(d: dict[str, float]) -> dict[str, float]:
+    total = sum(d.values()) or 1.0
+    return {k: v / total for k, v in d.items()}
+
+
+def parse_label(text: str, labels: list[str]) -> str | None:
+    """The label a generated text names: the earliest whole label, else the first of its
+    first six words (3+ letters) that starts exactly one label or that one label starts."""
+    low = text.lower()
+    found = [(low.find(lab.lower()), lab) for lab in labels if lab.lower() in low]
+    if found:
+        return min(found)[1]
+    for w in re.findall(r"[a-z0-9]+", low)[:6]:
+        if len(w) < 3:
+            continue
+        hits = [lab for lab in labels if lab.lower().startswith(w) or w.startswith(lab.lower())]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+# ----------------------------------------------------------------------------- prompts
+def build_messages(template: str, text: str, labels: list[str]) -> list[dict]:
+    fill = {"labels": ", ".join(labels), "text": text}
+    return [{"role": role, "content": t.format(**fill)} for role, t in TEMPLATES[template]]
+
+
+def cache_key(messages: list[dict]) -> str:
+    model = os.environ.get("HEVO_MODEL") or "local"
+    blob = json.dumps([model, messages], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return default
+
+
+def content_free_probs(template: str, labels: list[str], state: Path | None) -> dict[str, float]:
+    """Average label probabilities over the content-free inputs; looked up in the state
+    directory (written by prepare), then in ./calibration.json, else asked and cached there."""
+    probe = [build_messages(template, cf, labels) for cf in CONTENT_FREE]
+    key = cache_key(probe[0]) + "-" + str(len(probe))
+    for path in ([state / "calibration.json"] if state else []) + [Path("calibration.json")]:
+        hit = read_json(path, {}).get(key)
+        if hit:
+            return hit
+    avg = {lab: 0.0 for lab in labels}
+    for msgs in probe:
+        for lab, p in normalize(label_probs(msgs, labels)).items():
+            avg[lab] += p / len(probe)
+    cache = read_json(Path("calibration.json"), {})
+    cache[key] = avg
+    try:
+        Path("calibration.json").write_text(json.dumps(cache, sort_keys=True))
+    except OSError:
+        pass
+    return avg
+
+
+# ----------------------------------------------------------------------------- entry points
+def group_labels(state: Path, group: str | None) -> list[str]:
+    info = read_json(state / "labels.json", None)
+    if not info:
+        raise HarnessError(f"no labels.json in {state}: was prepare run?", 2)
+    return info["groups"].get(group or "", info["all"])
+
+
+def prepare() -> int:
+    """Read the train split, store labels per group; precompute calibration if it is on."""
+    groups: dict[str, set[str]] = {}
+    n = 0
+    for line_no, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise HarnessError(f"train line {line_no} is not JSON: {e}", 2)
+        inp = row.get("input")
+        group = (inp.get("group") if isinstance(inp, dict) else None) or row.get("group") or ""
+        groups.setdefault(str(group), set()).add(str(row["expected"]))
+        n += 1
+    if not n:
+        raise HarnessError("prepare read no train tasks on stdin", 2)
+    labels = {
+        "groups": {g: sorted(ls) for g, ls in sorted(groups.items())},
+        "all": sorted(set().union(*groups.values())),
+    }
+    Path("labels.json").write_text(json.dumps(labels, indent=1, sort_keys=True))
+    log(f"prepare: {n} train tasks, groups {labels['groups']}")
+    params = load_params()
+    if params["scoring"] == "logprob" and params["calibrate"] and os.environ.get("OPENAI_BASE_URL"):
+        try:
+            for g in labels["groups"]:
+                content_free_probs(params["template"], labels["groups"][g], None)
+        except HarnessError as e:  # trials will compute it themselves
+            log(f"prepare: calibration skipped: {e}")
+    return 0
+
+
+def trial() -> int:
+    params = load_params()
+    state = Path(os.environ.get("HEVO_STATE_DIR") or ".")
+    raw = sys.stdin.read()
+    try:
+        task = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise HarnessError(f"task input is not JSON: {e}", 2)
+    if isinstance(task, str):
+        task = {"text": task}
+    text = str(task.get("text", ""))
+    labels = group_labels(state, task.get("group"))
+    messages = build_messages(params["template"], text, labels)
+    out: dict = {}
+    if params["scoring"] == "logprob":
+        probs = normalize(label_probs(messages, labels))
+        if params["calibrate"]:
+            cf = content_free_probs(params["template"], labels, state)
+            probs = normalize({lab: probs[lab] / max(cf.get(lab, 0.0), 1e-12) for lab in labels})
+        answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
+        out["scores"] = {k: round(v, 6) for k, v in probs.items()}
+    else:
+        resp = chat(messages, max_tokens=GEN_MAX_TOKENS)
+        try:
+            generated = resp["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise HarnessError("the endpoint returned no message content")
+        parsed = parse_label(generated, labels)
+        answer = parsed if parsed is not None else labels[0]
+        out["generated"] = generated[:200]
+        out["parsed"] = parsed is not None
+    print(json.dumps({"answer": answer, **out}))
+    return 0
+
+
+def main() -> int:
+    try:
+        return prepare() if "--prepare" in sys.argv[1:] else trial()
+    except HarnessError as e:
+        log(f"error: {e}")
+        return e.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+test -d out/a

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+[ "$(cat upper.txt)" = "$(tr a-z A-Z < words.txt)" ]

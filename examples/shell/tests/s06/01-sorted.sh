@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+sort names.txt | diff - sorted.txt

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+tac poem.txt | diff - reversed.txt

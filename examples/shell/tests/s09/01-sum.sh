@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+[ "$(tr -d "[:space:]" < total.txt)" = "-3" ]

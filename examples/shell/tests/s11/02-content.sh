@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+[ "$(cat notes/todo.txt)" = "buy milk" ]

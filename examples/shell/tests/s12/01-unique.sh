@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+[ "$(cat unique.txt)" = "$(printf "a\nb\nc")" ]
