@@ -16,7 +16,10 @@ use hevo_engine::eval::{self, EvalError, EvalOptions, EvalReport};
 use hevo_engine::suite::Split;
 
 use crate::eval_progress;
+use crate::model_setup::ModelLayer;
 use crate::CliError;
+use hevo_engine::search::config::RunConfig;
+use hevo_llm::ModelLayerConfig;
 
 /// Arguments of `hevo eval`.
 #[derive(clap::Args, Debug)]
@@ -64,6 +67,13 @@ pub struct Args {
     /// No progress bar or progress lines on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// Serve model calls as `[model]` in this hevo.toml says (backends, prices, caps)
+    /// [default: the embedded local model if `hevo model pull` has fetched it, else none].
+    #[arg(long, value_name = "HEVO_TOML", conflicts_with = "no_model")]
+    pub model_config: Option<PathBuf>,
+    /// Start no model gateway (for harnesses that call no model).
+    #[arg(long)]
+    pub no_model: bool,
 }
 
 /// Runs `hevo eval`.
@@ -93,13 +103,21 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     opts.output_cap = args.output_cap;
     opts.handle_signals = true;
 
-    let plan = eval::plan(opts).map_err(to_cli)?;
+    let mut plan = eval::plan(opts).map_err(to_cli)?;
     eprintln!("hevo: run dir {}", plan.run_dir.display());
+    let layer = model_layer_config(&args)?;
+    let mut log = |line: &str| eprintln!("hevo: {line}");
+    let model = match &layer {
+        Some(layer) => ModelLayer::start_layer(layer, &plan.run_dir, &mut log)?,
+        None => ModelLayer::start_layer(&ModelLayerConfig::default(), &plan.run_dir, &mut log)?,
+    };
+    plan.options.model_access = model.access();
     let (tx, rx) = mpsc::channel();
     let mode = eval_progress::Mode::choose(args.no_progress);
     let reporter = std::thread::spawn(move || eval_progress::render(rx, mode));
     let result = eval::run(&plan, Some(tx));
     let _ = reporter.join();
+    model.shutdown();
     let report = match result {
         Ok(r) => r,
         Err(EvalError::Interrupted { done }) => {
@@ -150,6 +168,30 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         // A closed pipe (`| head`) is a clean stop.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CliError::Internal(e.into())),
+    }
+}
+
+/// Which model layer `hevo eval` starts: `--model-config`'s `[model]`, nothing with
+/// `--no-model`, else the embedded model when it has been pulled.
+fn model_layer_config(args: &Args) -> Result<Option<ModelLayerConfig>, CliError> {
+    if args.no_model {
+        return Ok(None);
+    }
+    if let Some(path) = &args.model_config {
+        let (config, _) = RunConfig::load(path).map_err(|e| CliError::User(e.into()))?;
+        return Ok(Some(
+            config.model.unwrap_or_else(ModelLayerConfig::local_default),
+        ));
+    }
+    let pulled = hevo_llm::model_file::default_model_path(&hevo_llm::model_file::hevo_home());
+    if pulled.is_file() {
+        Ok(Some(ModelLayerConfig::local_default()))
+    } else {
+        eprintln!(
+            "hevo: no model configured (the local model is not pulled): harness model calls will \
+             fail; run `hevo model pull` or pass `--model-config`"
+        );
+        Ok(None)
     }
 }
 
@@ -217,8 +259,8 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "tokens      {} input ({} cached), {} output; cost ${:.4}",
-        r.tokens.input, r.tokens.cached, r.tokens.output, r.cost_usd
+        "tokens      {} input ({} cached), {} output in {} model calls; cost ${:.4}",
+        r.tokens.input, r.tokens.cached, r.tokens.output, r.tokens.calls, r.cost_usd
     )?;
     writeln!(
         out,

@@ -333,6 +333,8 @@ pub struct Tokens {
     pub cached: i64,
     /// Output tokens.
     pub output: i64,
+    /// Model calls made through the gateway.
+    pub calls: i64,
 }
 
 /// One trial in a report.
@@ -539,6 +541,7 @@ impl Ctx {
             output_tokens: result.spend.output_tokens as i64,
             cost_usd: result.spend.cost_usd,
             tool_calls: 0,
+            model_calls: result.spend.calls as i64,
             wall_ms: result.wall_ms,
             attempts: attempt,
             trace_path: Some(trace_prefix.to_string_lossy().into_owned()),
@@ -966,6 +969,7 @@ fn build_report(
             tokens.input += r.input_tokens;
             tokens.cached += r.cached_tokens;
             tokens.output += r.output_tokens;
+            tokens.calls += r.model_calls;
             cost += r.cost_usd;
             n_trials += 1;
             if TrialStatus::parse(&r.status).is_some_and(TrialStatus::is_scored) {

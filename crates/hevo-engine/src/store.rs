@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS trials (
     output_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0,
     tool_calls INTEGER NOT NULL DEFAULT 0,
+    model_calls INTEGER NOT NULL DEFAULT 0,
     wall_ms INTEGER NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 1,
     trace_path TEXT,
@@ -174,6 +175,8 @@ pub struct TrialRow {
     pub cost_usd: f64,
     /// Tool calls counted by the gateway.
     pub tool_calls: i64,
+    /// Model calls the trial made through the gateway.
+    pub model_calls: i64,
     /// Harness wall time in milliseconds.
     pub wall_ms: u64,
     /// How many attempts it took (retries of infrastructure faults).
@@ -392,14 +395,15 @@ impl Store {
                 .prepare_cached(
                     "INSERT INTO trials (run_id, candidate_id, task_id, trial_index, outcome,
                        status, input_tokens, cached_tokens, output_tokens, cost_usd, tool_calls,
-                       wall_ms, attempts, trace_path, error, answer)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                       wall_ms, attempts, trace_path, error, answer, model_calls)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
                      ON CONFLICT(candidate_id, task_id, trial_index) DO UPDATE SET
                        run_id = excluded.run_id, outcome = excluded.outcome,
                        status = excluded.status, input_tokens = excluded.input_tokens,
                        cached_tokens = excluded.cached_tokens,
                        output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd,
-                       tool_calls = excluded.tool_calls, wall_ms = excluded.wall_ms,
+                       tool_calls = excluded.tool_calls, model_calls = excluded.model_calls,
+                       wall_ms = excluded.wall_ms,
                        attempts = excluded.attempts, trace_path = excluded.trace_path,
                        error = excluded.error, answer = excluded.answer,
                        finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
@@ -424,6 +428,7 @@ impl Store {
                     r.trace_path,
                     r.error,
                     r.answer,
+                    r.model_calls,
                 ])
                 .map_err(q("insert trial"))?;
             }
@@ -438,7 +443,7 @@ impl Store {
             .prepare(
                 "SELECT run_id, candidate_id, task_id, trial_index, outcome, status, input_tokens,
                    cached_tokens, output_tokens, cost_usd, tool_calls, wall_ms, attempts,
-                   trace_path, error, answer
+                   trace_path, error, answer, model_calls
                  FROM trials WHERE candidate_id = ?1 ORDER BY task_id, trial_index",
             )
             .map_err(q("read trials"))?;
@@ -461,6 +466,7 @@ impl Store {
                     trace_path: r.get(13)?,
                     error: r.get(14)?,
                     answer: r.get(15)?,
+                    model_calls: r.get(16)?,
                 })
             })
             .map_err(q("read trials"))?;
@@ -532,6 +538,7 @@ mod tests {
             output_tokens: 0,
             cost_usd: 0.0,
             tool_calls: 0,
+            model_calls: 0,
             wall_ms: 10,
             attempts: 1,
             trace_path: None,

@@ -153,6 +153,8 @@ impl std::fmt::Debug for Gateway {
 }
 
 /// A running gateway: its address plus everything [`Gateway`] offers (through `Deref`).
+/// Keep it alive for the whole run: dropping it stops the server (clones of the [`Gateway`]
+/// state stay usable, but nothing listens any more).
 #[derive(Debug)]
 pub struct GatewayHandle {
     gateway: Gateway,
