@@ -11,6 +11,7 @@ use hevo_engine::search::config::RunConfig;
 use hevo_engine::search::finalize::{
     finalize, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
 };
+use hevo_engine::search::llm_proposer::LlmProposer;
 use hevo_engine::search::proposers::{AgentProposer, ParamsProposer};
 use hevo_engine::search::run::{run_search, Proposer, SearchReport};
 use hevo_engine::search::runner::LiveRunner;
@@ -179,9 +180,29 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             })
         }
         "llm" => {
-            return Err(user(
-                "the `llm` proposer is not available in this version; use `params` or `agent`",
-            ))
+            let layer = config
+                .model
+                .clone()
+                .unwrap_or_else(hevo_llm::ModelLayerConfig::local_default);
+            let model_name = config
+                .proposer
+                .model
+                .clone()
+                .or(layer.default_model.clone())
+                .or_else(|| layer.models.first().map(|m| m.name.clone()))
+                .ok_or_else(|| user("an `llm` proposer needs a model: set `[proposer] model` and a `[model]` route"))?;
+            if model.access().is_none() {
+                return Err(user(
+                    "an `llm` proposer needs a model gateway: `[model]` is empty",
+                ));
+            }
+            Box::new(LlmProposer {
+                model: model_name,
+                model_env: model.proposer_env(&run_dir.join("proposer")),
+                run_dir: run_dir.clone(),
+                timeout: Duration::from_secs(config.proposer.timeout_s),
+                max_tokens: config.proposer.max_tokens,
+            })
         }
         _ => Box::new(ParamsProposer::default()),
     };

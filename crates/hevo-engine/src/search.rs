@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod config;
 pub mod finalize;
+pub mod llm_proposer;
 pub mod proposers;
 pub mod run;
 pub mod runner;

@@ -254,3 +254,101 @@ printf 'name = "noentry"\n' > pending/noentry/candidate.toml
     assert_eq!(report.candidates.len(), 1);
     assert_eq!(report.pick.name, "harness-rules");
 }
+
+/// A real OpenAI-compatible HTTP server (Python, on loopback) that records each prompt and
+/// answers with a harness file fixed at threshold 6.
+const MOCK_MODEL: &str = r#"
+import http.server, json, sys, threading
+log = sys.argv[1]
+reply = "HYPOTHESIS: the boundary sits at 6\n```bash\nread -r line\nx=${line//[^0-9]/}\nif [ \"$x\" -ge 6 ]; then echo '{\"answer\": \"high\"}'; else echo '{\"answer\": \"low\"}'; fi\n```\n"
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with open(log, "a") as f:
+            f.write(json.dumps({"auth": self.headers.get("Authorization"), "prompt": body["messages"][0]["content"]}) + "\n")
+        out = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// Kills the mock server even when an assertion fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_llm_proposer_rewrites_the_best_harness_from_scores_and_failures() {
+    use hevo_engine::search::llm_proposer::LlmProposer;
+    use std::io::BufRead;
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"full\"\n");
+    let log = dir.join("prompts.jsonl");
+    std::fs::write(dir.join("mock.py"), MOCK_MODEL).unwrap();
+    let mut server = std::process::Command::new("python3")
+        .arg(dir.join("mock.py"))
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let _server = KillOnDrop(server);
+    let mut port = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut port)
+        .unwrap();
+    let mut proposer = LlmProposer {
+        model: "m".into(),
+        model_env: ModelEnv {
+            openai_base_url: format!("http://127.0.0.1:{}/v1", port.trim()),
+            openai_api_key: "hevo-proposer-key".into(),
+            anthropic_base_url: String::new(),
+            anthropic_api_key: String::new(),
+        },
+        run_dir: dir.join("runs/test-run"),
+        timeout: Duration::from_secs(30),
+        max_tokens: 1000,
+    };
+    let report = search(&dir, &mut proposer);
+    // The first rewrite is perfect: it becomes the pick.
+    assert_eq!(report.pick.estimate.value, 1.0, "{report:?}");
+    assert!(report.pick.name.contains(".llm1c"), "{report:?}");
+    let summary = std::fs::read_to_string(dir.join("runs/test-run/archive/summary.jsonl")).unwrap();
+    assert!(summary.contains("the boundary sits at 6"), "{summary}");
+    // What the model saw: scores, the code, failing inputs and traces; no test task, no
+    // expected answer field.
+    let first: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first["auth"], "Bearer hevo-proposer-key");
+    let prompt = first["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("seed: 0.") && prompt.contains("harness.sh"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("### task t"),
+        "no failing task shown:\n{prompt}"
+    );
+    assert!(!prompt.contains("expected"), "{prompt}");
+    for id in test_ids(&dir) {
+        assert!(
+            !prompt.contains(&format!("task {id}\n")),
+            "test task {id} in the prompt"
+        );
+    }
+}

@@ -67,6 +67,17 @@ pub struct ProposerConfig {
     /// Time limit of one proposer call, in seconds.
     #[serde(default = "default_proposer_timeout")]
     pub timeout_s: u64,
+    /// `llm`: the model (a route of `[model]`) that writes the new harness file
+    /// (default: the model layer's default model).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `llm`: most tokens of the reply.
+    #[serde(default = "default_proposer_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_proposer_max_tokens() -> u32 {
+    8192
 }
 
 fn default_proposer() -> String {
@@ -84,6 +95,8 @@ impl Default for ProposerConfig {
             preset: None,
             command: None,
             timeout_s: default_proposer_timeout(),
+            model: None,
+            max_tokens: default_proposer_max_tokens(),
         }
     }
 }

@@ -416,7 +416,6 @@ pub fn run_search(
         &oracle.spend,
         &oracle.outcomes,
         &mut summary_names,
-        val_ids.len(),
     )?;
 
     for it in 1..=config.search.iterations {
@@ -525,7 +524,6 @@ pub fn run_search(
                 &oracle.spend,
                 &oracle.outcomes,
                 &mut summary_names,
-                val_ids.len(),
             )?;
         } else {
             log(&format!("iteration {it}: no valid candidate"));
@@ -557,9 +555,8 @@ pub fn run_search(
         &shown,
         &oracle.spend,
         &oracle.outcomes,
-        val_ids.len(),
     )?;
-    write_frontier(&archive, &candidates, &shown, &oracle.spend, val_ids.len())?;
+    write_frontier(&archive, &candidates, &shown, &oracle.spend)?;
 
     let raw = |seq: usize| {
         final_outcome
@@ -838,7 +835,7 @@ fn entry_problem(h: &Harness) -> Option<String> {
     None
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Writes one iteration's scores, summary lines and the frontier.
 fn record_iteration(
     archive: &Archive,
     candidates: &[Candidate],
@@ -847,14 +844,13 @@ fn record_iteration(
     spend: &HashMap<usize, Spend>,
     outcomes: &HashMap<usize, BTreeMap<String, f64>>,
     summary_names: &mut HashSet<String>,
-    n_val: usize,
 ) -> Result<(), SearchError> {
     let est: Vec<Estimate> = strat
         .estimates()
         .iter()
         .map(|e| e.clipped(0.0, 1.0))
         .collect();
-    write_scores(archive, candidates, ids, &est, spend, outcomes, n_val)?;
+    write_scores(archive, candidates, ids, &est, spend, outcomes)?;
     let best_before = |seq: usize| {
         est[..seq]
             .iter()
@@ -883,7 +879,7 @@ fn record_iteration(
             .map_err(io_err("cannot write the summary in", archive.root()))?;
         summary_names.insert(c.meta.name.clone());
     }
-    write_frontier(archive, candidates, &est, spend, n_val)
+    write_frontier(archive, candidates, &est, spend)
 }
 
 fn write_scores(
@@ -893,7 +889,6 @@ fn write_scores(
     est: &[Estimate],
     spend: &HashMap<usize, Spend>,
     outcomes: &HashMap<usize, BTreeMap<String, f64>>,
-    _n_val: usize,
 ) -> Result<(), SearchError> {
     for &i in ids {
         let c = &candidates[i];
@@ -923,7 +918,6 @@ fn write_frontier(
     candidates: &[Candidate],
     est: &[Estimate],
     spend: &HashMap<usize, Spend>,
-    _n_val: usize,
 ) -> Result<(), SearchError> {
     let mut entries: Vec<FrontierEntry> = candidates
         .iter()
