@@ -297,7 +297,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=here / "suite", help="suite directory (default: %(default)s)")
     ap.add_argument("--cache", type=Path, default=None, help="package cache (default: $HEVO_HOME/data/pkgs or ~/.cache/hevo/data/pkgs)")
     ap.add_argument("--seed", type=int, default=SEED, help="split seed (default: %(default)s)")
+    ap.add_argument(
+        "--sizes",
+        default=None,
+        help="tasks per group as TRAIN,VAL,TEST, each divisible by 10 (default: "
+        + ",".join(str(SIZES[s]) for s in SPLITS)
+        + "); smaller splits make a faster demo",
+    )
     args = ap.parse_args(argv)
+    if args.sizes:
+        try:
+            sizes = [int(x) for x in args.sizes.split(",")]
+        except ValueError:
+            sizes = []
+        if len(sizes) != 3 or any(n <= 0 or n % 10 for n in sizes):
+            fail(f"--sizes {args.sizes!r}: give three positive multiples of 10, e.g. 100,20,40")
+        SIZES.update(zip(SPLITS, sizes))
 
     paths = fetch(args.cache or default_cache())
     tasks = build(paths, args.seed)
