@@ -160,6 +160,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         model_access: model.access(),
         launcher: launcher.clone(),
         handle_signals: true,
+        progress: progress.then(|| {
+            let f: hevo_engine::search::runner::ProgressFn =
+                Arc::new(|line: &str| eprintln!("hevo: {line}"));
+            f
+        }),
     };
     let mut proposer: Box<dyn Proposer> = match config.proposer.kind.as_str() {
         "agent" => {

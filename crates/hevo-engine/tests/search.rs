@@ -72,6 +72,7 @@ fn search(dir: &Path, proposer: &mut dyn Proposer) -> SearchReport {
         model_access: None,
         launcher: Arc::new(LocalLauncher),
         handle_signals: false,
+        progress: None,
     };
     run_search(&config, &file, &run_dir, &mut runner, proposer, &mut |_| {}).unwrap()
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::eval::{self, EvalOptions, EvalReport};
+use crate::executor::ProgressEvent;
 use crate::model_access::ModelAccess;
 use crate::suite::Split;
 use crate::trial::{Launcher, ModelEnv, TrialStatus};
@@ -84,6 +85,53 @@ pub struct LiveRunner {
     pub launcher: Arc<dyn Launcher>,
     /// Whether Ctrl-C cancels running trials (the CLI sets this).
     pub handle_signals: bool,
+    /// Receives a progress line now and then while trials run (at most one per
+    /// [`PROGRESS_EVERY`], plus one when a batch ends); `None` for quiet runs.
+    pub progress: Option<ProgressFn>,
+}
+
+/// Where progress lines go (the CLI prints them on stderr).
+pub type ProgressFn = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How often a running batch reports its progress.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Turns a batch's progress events into throttled lines for `report`.
+fn progress_lines(
+    name: String,
+    report: ProgressFn,
+) -> (
+    std::sync::mpsc::Sender<ProgressEvent>,
+    std::thread::JoinHandle<()>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel::<ProgressEvent>();
+    let handle = std::thread::spawn(move || {
+        let mut last = std::time::Instant::now();
+        let mut line = None;
+        for ev in rx {
+            if let ProgressEvent::TrialFinished {
+                done,
+                total,
+                mean_outcome,
+                ..
+            } = ev
+            {
+                let text =
+                    format!("  {name}: {done}/{total} trials, mean outcome {mean_outcome:.3}");
+                if last.elapsed() >= PROGRESS_EVERY {
+                    report(&text);
+                    last = std::time::Instant::now();
+                    line = None;
+                } else {
+                    line = Some(text);
+                }
+            }
+        }
+        if let Some(text) = line {
+            report(&text);
+        }
+    });
+    (tx, handle)
 }
 
 impl LiveRunner {
@@ -127,14 +175,24 @@ fn results_of(report: &EvalReport) -> TaskResults {
 impl CandidateRunner for LiveRunner {
     fn evaluate(
         &mut self,
-        _name: &str,
+        name: &str,
         code_dir: &Path,
         split: Split,
         task_ids: &[String],
     ) -> Result<TaskResults, eval::EvalError> {
         let plan = eval::plan(self.options(code_dir, split, task_ids, self.run_dir.clone()))?;
-        let report = eval::run_with(&plan, self.launcher.clone(), None)?;
-        Ok(results_of(&report))
+        let (tx, reporter) = match &self.progress {
+            Some(p) => {
+                let (tx, handle) = progress_lines(name.to_string(), p.clone());
+                (Some(tx), Some(handle))
+            }
+            None => (None, None),
+        };
+        let report = eval::run_with(&plan, self.launcher.clone(), tx);
+        if let Some(handle) = reporter {
+            let _ = handle.join();
+        }
+        Ok(results_of(&report?))
     }
 
     fn smoke(&mut self, _name: &str, code_dir: &Path, task_id: &str) -> Result<(), String> {
