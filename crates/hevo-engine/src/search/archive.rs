@@ -260,14 +260,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fs::rename(tmp, path)
 }
 
-/// Copies a directory tree (files and directories; symlinks are copied as their targets).
+/// Directory names never copied with a harness: caches, version control, and run
+/// directories (a seed that is its config's own directory would otherwise copy its runs,
+/// and the archive, into itself).
+pub const SKIPPED_DIRS: [&str; 3] = ["__pycache__", ".git", "runs"];
+
+/// Copies a directory tree (files and directories; symlinks are copied as their targets),
+/// leaving out [`SKIPPED_DIRS`].
 pub fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     fs::create_dir_all(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let target = to.join(entry.file_name());
         if entry.file_type()?.is_dir() || entry.path().is_dir() {
-            if entry.file_name() == "__pycache__" {
+            if SKIPPED_DIRS.iter().any(|d| entry.file_name() == *d) {
                 continue;
             }
             copy_dir(&entry.path(), &target)?;

@@ -454,7 +454,14 @@ pub fn run_search(
                 .iter()
                 .map(|c| (c.clone(), strat_estimate(strat.as_ref(), c.seq)))
                 .collect();
-            take_proposals(&archive, proposer, it, k, config.seed, history, log)?;
+            let ctx = ProposeContext {
+                iteration: it,
+                k,
+                seed: config.seed,
+                archive: &archive,
+                history,
+            };
+            take_proposals(&ctx, &suite.config.name, proposer, log)?;
             let (accepted, rejected) = validate_pending(
                 &archive,
                 &candidates,
@@ -630,16 +637,14 @@ fn list_archived(archive: &Archive) -> Result<Vec<Candidate>, SearchError> {
     Ok(out)
 }
 
-/// Asks the proposer for iteration `it` unless its candidates are already waiting.
+/// Asks the proposer for `ctx.iteration` unless its candidates are already waiting.
 fn take_proposals(
-    archive: &Archive,
+    ctx: &ProposeContext<'_>,
+    suite_name: &str,
     proposer: &mut dyn Proposer,
-    it: u32,
-    k: u32,
-    seed: u64,
-    history: Vec<(Candidate, Estimate)>,
     log: &mut dyn FnMut(&str),
 ) -> Result<(), SearchError> {
+    let (archive, it, k) = (ctx.archive, ctx.iteration, ctx.k);
     let pending = archive.pending_dir();
     let marker = pending.join(".proposed");
     let done_for = std::fs::read_to_string(&marker)
@@ -664,7 +669,7 @@ fn take_proposals(
                 .and_then(|p| p.file_name())
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            suite: String::new(),
+            suite: suite_name.to_string(),
             k,
             iteration: it,
             manifest_example: "name = \"my-candidate\"\nentry = [\"python3\", \"harness.py\"]"
@@ -674,14 +679,7 @@ fn take_proposals(
     log(&format!(
         "iteration {it}: asking the proposer for {k} candidate(s)"
     ));
-    let ctx = ProposeContext {
-        iteration: it,
-        k,
-        seed,
-        archive,
-        history,
-    };
-    if let Err(e) = proposer.propose(&ctx) {
+    if let Err(e) = proposer.propose(ctx) {
         log(&format!("iteration {it}: the proposer failed: {e}"));
     }
     std::fs::write(&marker, it.to_string()).map_err(io_err("cannot write", &marker))?;
