@@ -280,8 +280,14 @@ fn print_run(
             "iterations_done": report.iterations_done,
             "stopped_early": report.stopped_early,
             "evaluations": report.evaluations,
-            "tokens": {"input": usage.input_tokens, "cached": usage.cached_tokens, "output": usage.output_tokens},
-            "cost_usd": usage.cost_usd,
+            // The search's validation trials (from the store, so a resumed run counts all).
+            "tokens": {"input": report.spend.input_tokens, "cached": report.spend.cached_tokens,
+                       "output": report.spend.output_tokens},
+            "cost_usd": report.spend.cost_usd,
+            // Everything this invocation sent through the gateway: trials, prepare, the
+            // proposer and finalize (response-cache hits at the price they would have had).
+            "session_model_usage": {"input": usage.input_tokens, "cached": usage.cached_tokens,
+                       "output": usage.output_tokens, "cost_usd": usage.cost_usd},
             "test": finalized.map(|f| f.test.iter().map(|(k, v)| (k.clone(), json!({"pass_rate": v.pass_rate,
                      "ci_low": v.ci_low, "ci_high": v.ci_high, "role": v.role, "val_estimate": v.val_estimate}))).collect::<serde_json::Map<_, _>>()),
         });
@@ -312,8 +318,13 @@ fn print_run(
             .map(|s| format!(" (stopped early: {s})"))
             .unwrap_or_default()
     );
+    let sp = &report.spend;
     text += &format!(
-        "tokens: {} input, {} cached, {} output; cost ${:.4}\n",
+        "search trials: {} input, {} cached, {} output tokens; cost ${:.4}\n",
+        sp.input_tokens, sp.cached_tokens, sp.output_tokens, sp.cost_usd
+    );
+    text += &format!(
+        "this session through the gateway (trials, proposer, test): {} input, {} cached, {} output tokens; cost ${:.4}\n",
         usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.cost_usd
     );
     if let Some(f) = finalized {
