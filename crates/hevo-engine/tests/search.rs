@@ -353,3 +353,16 @@ fn the_llm_proposer_rewrites_the_best_harness_from_scores_and_failures() {
         );
     }
 }
+
+#[test]
+fn the_evaluation_budget_stops_the_search_cleanly() {
+    let (_tmp, dir) =
+        setup_fast("[evaluation]\nstrategy = \"full\"\n[budget]\nmax_evaluations = 100\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    // Phase 0 (40) and one iteration of 2 full candidates (80) would be 120 > 100: the run
+    // stops before the batch that would cross the budget, and still reports its pick.
+    assert!(report.evaluations <= 100, "{report:?}");
+    let why = report.stopped_early.as_deref().unwrap_or("");
+    assert!(why.contains("budget of 100"), "{report:?}");
+    assert!(report.pick.estimate.value.is_finite());
+}

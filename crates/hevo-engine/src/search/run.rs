@@ -136,6 +136,9 @@ pub enum SearchError {
     /// Evaluating a candidate failed for a reason other than the candidate (infra, cancel).
     #[error("evaluation stopped: {0}")]
     Evaluation(String),
+    /// `[budget] max_evaluations` would be exceeded by the next batch of trials.
+    #[error("{0}")]
+    Budget(String),
 }
 
 impl SearchError {
@@ -208,11 +211,13 @@ impl OracleState {
             candidates,
             val_ids,
             error: None,
+            budget: false,
         };
         f(&mut oracle);
-        match oracle.error {
-            Some(e) => Err(SearchError::Evaluation(e)),
-            None => Ok(()),
+        match (oracle.error, oracle.budget) {
+            (Some(e), true) => Err(SearchError::Budget(e)),
+            (Some(e), false) => Err(SearchError::Evaluation(e)),
+            (None, _) => Ok(()),
         }
     }
 }
@@ -224,6 +229,8 @@ struct LiveOracle<'a> {
     candidates: &'a [Candidate],
     val_ids: &'a [String],
     error: Option<String>,
+    /// The error is the evaluation budget, not a fault.
+    budget: bool,
 }
 
 impl Oracle for LiveOracle<'_> {
@@ -247,6 +254,7 @@ impl Oracle for LiveOracle<'_> {
             if let Some(max) = self.state.budget_trials {
                 if self.state.requested + new_cells * self.state.trials_per_task > max {
                     self.error = Some(format!("the evaluation budget of {max} trials is reached"));
+                    self.budget = true;
                     return out;
                 }
             }
@@ -517,8 +525,8 @@ pub fn run_search(
             if let Err(e) = oracle.call(runner, &candidates, &val_ids, &mut |o| {
                 strat.iteration(o, &ids)
             }) {
-                if e.to_string().contains("budget") {
-                    stopped_early = Some(e.to_string());
+                if let SearchError::Budget(why) = e {
+                    stopped_early = Some(why);
                     break;
                 }
                 return Err(e);
@@ -542,10 +550,9 @@ pub fn run_search(
     let finish = oracle.call(runner, &candidates, &val_ids, &mut |o| {
         final_outcome = Some(strat.finish(o))
     });
-    if let Err(e) = finish {
-        if !e.to_string().contains("budget") {
-            return Err(e);
-        }
+    match finish {
+        Ok(()) | Err(SearchError::Budget(_)) => {}
+        Err(e) => return Err(e),
     }
     let final_outcome = final_outcome.expect("finish ran");
     // Scores are reported inside [0, 1]; the pick and the order use the raw estimates.
