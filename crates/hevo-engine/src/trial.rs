@@ -258,7 +258,7 @@ async fn run_trial_inner(
     };
     let wd = workdir.path().to_path_buf();
     if let Some(files) = &req.task.files {
-        if let Err(e) = copy_dir(files, &wd) {
+        if let Err(e) = copy_tree(files, &wd, &[]) {
             return TrialResult::infra(format!(
                 "cannot copy task files from `{}`: {e}",
                 files.display()
@@ -435,15 +435,20 @@ pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Copies the contents of `from` into `to` (recursively; symlinks are followed).
-pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies the contents of `from` into `to` (recursively; symlinks are followed), leaving
+/// out directories whose name is in `skip`. The one tree copy of the engine: task files
+/// into a working directory (nothing skipped) and harness code into the archive.
+pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let src = entry.path();
         let dst = to.join(entry.file_name());
         if src.is_dir() {
-            std::fs::create_dir_all(&dst)?;
-            copy_dir(&src, &dst)?;
+            if skip.iter().any(|d| entry.file_name() == *d) {
+                continue;
+            }
+            copy_tree(&src, &dst, skip)?;
         } else {
             std::fs::copy(&src, &dst)?;
         }

@@ -7,7 +7,7 @@
 //! (stdout and stderr) saved. Its model traffic can be pointed at hevo's gateway by passing
 //! the gateway's variables in `model_env`, so its spend lands in the same ledger.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::trial::{base_env, Exit, LaunchSpec, Launcher, ModelEnv, ProcessOutcome};
@@ -128,11 +128,6 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         Exit::Signal(s) => AgentOutcome::Failed(format!("the agent was killed by signal {s}")),
         _ => AgentOutcome::TimedOut,
     })
-}
-
-/// Whether a path is inside the archive's `pending/` (the only place an agent may write).
-pub fn is_pending_path(archive: &Path, path: &Path) -> bool {
-    path.starts_with(archive.join("pending"))
 }
 
 #[cfg(test)]

@@ -91,6 +91,10 @@ pub struct SummaryLine {
     pub outcome: String,
 }
 
+/// How many of the best candidates form the frontier (`frontier.json`, and what
+/// `finalize` evaluates on the test split besides the pick and the seeds).
+pub const FRONTIER_SIZE: usize = 3;
+
 /// One entry of `frontier.json`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct FrontierEntry {
@@ -265,23 +269,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// and the archive, into itself).
 pub const SKIPPED_DIRS: [&str; 3] = ["__pycache__", ".git", "runs"];
 
-/// Copies a directory tree (files and directories; symlinks are copied as their targets),
-/// leaving out [`SKIPPED_DIRS`].
+/// Copies a harness directory, leaving out [`SKIPPED_DIRS`].
 pub fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
-    fs::create_dir_all(to)?;
-    for entry in fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() || entry.path().is_dir() {
-            if SKIPPED_DIRS.iter().any(|d| entry.file_name() == *d) {
-                continue;
-            }
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
+    crate::trial::copy_tree(from, to, &SKIPPED_DIRS)
 }
 
 /// Whether `name` is a valid candidate name (letters, digits, `-`, `_`, `.`; not empty;

@@ -48,7 +48,7 @@ impl SearchRecord {
             frontier: report
                 .candidates
                 .iter()
-                .take(3)
+                .take(super::archive::FRONTIER_SIZE)
                 .map(|r| r.name.clone())
                 .collect(),
             // JSON has no NaN: a candidate without an estimate is left out.

@@ -569,6 +569,7 @@ pub fn run_search(
         &shown,
         &oracle.spend,
         &oracle.outcomes,
+        &strat.name(),
     )?;
     write_frontier(&archive, &candidates, &shown, &oracle.spend)?;
 
@@ -855,7 +856,15 @@ fn record_iteration(
         .iter()
         .map(|e| e.clipped(0.0, 1.0))
         .collect();
-    write_scores(archive, candidates, ids, &est, spend, outcomes)?;
+    write_scores(
+        archive,
+        candidates,
+        ids,
+        &est,
+        spend,
+        outcomes,
+        &strat.name(),
+    )?;
     let best_before = |seq: usize| {
         est[..seq]
             .iter()
@@ -894,6 +903,7 @@ fn write_scores(
     est: &[Estimate],
     spend: &HashMap<usize, Spend>,
     outcomes: &HashMap<usize, BTreeMap<String, f64>>,
+    estimator: &str,
 ) -> Result<(), SearchError> {
     for &i in ids {
         let c = &candidates[i];
@@ -901,7 +911,7 @@ fn write_scores(
         let o = outcomes.get(&i).cloned().unwrap_or_default();
         let scores = CandidateScores {
             estimate: est.get(i).copied().unwrap_or(Estimate::exact(f64::NAN)),
-            estimator: "strategy".into(),
+            estimator: estimator.to_string(),
             tasks_used: o.len(),
             outcomes: o,
             tokens: TokenTotals {
@@ -951,7 +961,7 @@ fn write_frontier(
         })
         .collect();
     entries.sort_by(|a, b| b.estimate.value.total_cmp(&a.estimate.value));
-    entries.truncate(5);
+    entries.truncate(super::archive::FRONTIER_SIZE);
     archive
         .write_frontier(&entries)
         .map_err(io_err("cannot write the frontier in", archive.root()))

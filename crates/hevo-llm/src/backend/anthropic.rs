@@ -56,13 +56,7 @@ impl AnthropicBackend {
     /// [`LlmError::BackendConfig`] when the key variable is not set.
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
         let key = read_key(&config.name, &config.api_key_env)?;
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .build()
-            .map_err(|e| LlmError::BackendConfig {
-                backend: config.name.clone(),
-                message: e.to_string(),
-            })?;
+        let client = super::http_client(&config.name, config.timeout)?;
         Ok(Self {
             config,
             key,

@@ -79,3 +79,17 @@ pub(crate) fn read_key(backend: &str, var: &str) -> Result<String, crate::LlmErr
         }),
     }
 }
+
+/// The HTTP client of a provider backend: one per backend, with its per-attempt timeout.
+pub(crate) fn http_client(
+    backend: &str,
+    timeout: std::time::Duration,
+) -> Result<reqwest::Client, crate::LlmError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| crate::LlmError::BackendConfig {
+            backend: backend.to_owned(),
+            message: e.to_string(),
+        })
+}

@@ -57,13 +57,7 @@ impl OpenAiBackend {
             Some(var) => Some(read_key(&config.name, var)?),
             None => None,
         };
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .build()
-            .map_err(|e| LlmError::BackendConfig {
-                backend: config.name.clone(),
-                message: e.to_string(),
-            })?;
+        let client = super::http_client(&config.name, config.timeout)?;
         Ok(Self {
             config,
             key,
