@@ -66,9 +66,9 @@ enum ModelCommand {
         /// Stop before this string (repeatable).
         #[arg(long)]
         stop: Vec<String>,
-        /// CPU threads.
-        #[arg(long, default_value_t = 2)]
-        threads: u32,
+        /// CPU threads [default: half the cores, 1 to 4]
+        #[arg(long)]
+        threads: Option<u32>,
         /// Print one JSON document (text, usage, timing) instead of streaming text.
         #[arg(long)]
         json: bool,
@@ -186,7 +186,7 @@ fn list(json: bool) -> Result<ExitCode, CliError> {
 fn run_prompt(
     model: Option<PathBuf>,
     request: ChatRequest,
-    threads: u32,
+    threads: Option<u32>,
     json: bool,
 ) -> Result<ExitCode, CliError> {
     let path = match model {
@@ -200,7 +200,9 @@ fn run_prompt(
         None => model_file::require_default_model().map_err(|e| CliError::User(e.into()))?,
     };
     let mut config = LocalConfig::new("local", &path);
-    config.threads = threads;
+    if let Some(t) = threads {
+        config.threads = t;
+    }
     let backend = LocalBackend::load(config).context("cannot load the local model")?;
     let mut stdout = std::io::stdout().lock();
     let completion = backend

@@ -5,7 +5,7 @@
 //! [[backends]]
 //! name = "local"
 //! kind = "local"                # model_path defaults to the pulled SmolLM2
-//! threads = 2
+//! threads = 1
 //!
 //! [[backends]]
 //! name = "openai"
@@ -85,7 +85,7 @@ pub struct BackendSpec {
     /// `local`: the GGUF file (default: the pulled SmolLM2 under `HEVO_HOME`).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: CPU threads (default 2).
+    /// `local`: CPU threads (default half the cores, 1 to 4).
     #[serde(default)]
     pub threads: Option<u32>,
     /// `local`: context length in tokens (default 4096).

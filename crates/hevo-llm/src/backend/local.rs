@@ -28,7 +28,9 @@ use tokio::sync::oneshot;
 
 use super::{Backend, Completion, DeltaSender, GenerationTiming};
 use crate::error::{BackendError, LlmError};
-use crate::types::{ChatRequest, ChatResponse, FinishReason, TokenLogprob, TopLogprob, Usage};
+use crate::types::{
+    ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenLogprob, TopLogprob, Usage,
+};
 
 /// Settings of the embedded model.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,16 +48,25 @@ pub struct LocalConfig {
 }
 
 impl LocalConfig {
-    /// Defaults for `model_path`: 2 threads, 4096-token context, 512-token batches.
+    /// Defaults for `model_path`: [`default_threads`], 4096-token context, 512-token batches.
     pub fn new(name: &str, model_path: impl Into<PathBuf>) -> Self {
         Self {
             name: name.to_owned(),
             model_path: model_path.into(),
-            threads: 2,
+            threads: default_threads(),
             context_size: 4096,
             batch_size: 512,
         }
     }
+}
+
+/// Half the machine's cores, 1 to 4. llama.cpp's threads wait for each other at every step,
+/// so a thread per core pays only while nothing else wants the cores, and the model shares
+/// them with the harness processes. On 2 cores (bench/local-model.md): 2 threads were 1.2x
+/// faster than 1 on a quiet machine and 10x slower beside another evaluation.
+pub fn default_threads() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).clamp(1, 4) as u32
 }
 
 struct Job {
@@ -371,6 +382,17 @@ impl TextSink<'_> {
     }
 }
 
+/// The messages before a trailing `assistant` prefill, and the prefill's text ("" when the
+/// last message is not the assistant's, or is the only one).
+fn split_prefill(messages: &[ChatMessage]) -> (&[ChatMessage], &str) {
+    match messages.split_last() {
+        Some((last, head)) if last.role == "assistant" && !head.is_empty() => {
+            (head, last.content.as_str())
+        }
+        _ => (messages, ""),
+    }
+}
+
 fn floor_char(s: &str, mut i: usize) -> usize {
     i = i.min(s.len());
     while !s.is_char_boundary(i) {
@@ -380,16 +402,25 @@ fn floor_char(s: &str, mut i: usize) -> usize {
 }
 
 impl Engine<'_> {
+    /// The prompt text for `request`. A trailing `assistant` message is a *prefill*: the
+    /// reply is opened as usual and that text is written into it unclosed, so the model
+    /// continues it (what Anthropic's API and llama.cpp's server do; the returned content is
+    /// only the continuation).
     fn render(&self, request: &ChatRequest) -> Result<String, BackendError> {
-        let messages = request
-            .messages
+        let (head, prefill) = split_prefill(&request.messages);
+        let messages = head
             .iter()
             .map(|m| LlamaChatMessage::new(m.role.clone(), m.content.clone()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| BackendError::BadRequest(format!("invalid message text: {e}")))?;
-        self.model
+        let mut text = self
+            .model
             .apply_chat_template(&self.template, &messages, true)
-            .map_err(|e| BackendError::BadRequest(format!("cannot apply the chat template: {e}")))
+            .map_err(|e| {
+                BackendError::BadRequest(format!("cannot apply the chat template: {e}"))
+            })?;
+        text.push_str(prefill);
+        Ok(text)
     }
 
     /// Evaluates `tokens` (appended after the reused prefix), in batches; returns the batch
@@ -614,5 +645,22 @@ mod tests {
         let (text, deltas, _) = run(&[], &[&snow[..1], &snow[1..], b"!"]);
         assert_eq!(text, "☃!");
         assert!(deltas.iter().all(|d| !d.contains('\u{fffd}')));
+    }
+
+    #[test]
+    fn only_a_trailing_assistant_message_after_others_is_a_prefill() {
+        let m = |role: &str, text: &str| ChatMessage {
+            role: role.into(),
+            content: text.into(),
+        };
+        let convo = [m("user", "Q"), m("assistant", "Label:")];
+        let (head, prefill) = split_prefill(&convo);
+        assert_eq!((head.len(), prefill), (1, "Label:"));
+        let plain = [m("user", "Q")];
+        assert_eq!(split_prefill(&plain), (&plain[..], ""));
+        let only = [m("assistant", "hi")];
+        assert_eq!(split_prefill(&only), (&only[..], ""));
+        let earlier = [m("assistant", "A"), m("user", "Q")];
+        assert_eq!(split_prefill(&earlier).0.len(), 2);
     }
 }

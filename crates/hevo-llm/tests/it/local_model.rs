@@ -101,6 +101,33 @@ async fn local_model_behind_the_gateway() {
         prompt_tokens - 1
     );
 
+    // a trailing assistant message is a prefill: the model continues it (cut before a
+    // whitespace so the prefix tokenizes as the model generated it)
+    let cut = text
+        .char_indices()
+        .skip(1)
+        .find(|(_, c)| c.is_whitespace())
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("no whitespace in the greedy reply {text:?}"));
+    let mut prefilled = chat(json!({}));
+    prefilled["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "assistant", "content": &text[..cut]}));
+    let cont: Value = post(&client, &base, key.as_str(), &prefilled)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let rest = cont["choices"][0]["message"]["content"].as_str().unwrap();
+    let joined = format!("{}{rest}", &text[..cut]);
+    assert!(
+        joined.starts_with(&text),
+        "prefill {:?} + continuation {rest:?} should extend the reply {text:?}",
+        &text[..cut]
+    );
+    assert!(cont["usage"]["prompt_tokens"].as_u64().unwrap() > prompt_tokens);
+
     // streaming gives the same text in several chunks
     let sse = post(&client, &base, key.as_str(), &chat(json!({"stream": true})))
         .await
@@ -181,7 +208,7 @@ async fn local_model_behind_the_gateway() {
     );
 
     let usage = gw.close_trial(&key);
-    assert_eq!(usage.calls, 7);
+    assert_eq!(usage.calls, 8);
     assert_eq!(usage.cost_usd, 0.0, "the local model is free");
     assert!(usage.cached_tokens > 0);
     gw.shutdown().await;
