@@ -246,6 +246,15 @@ class ZeroShotTest(HarnessTestBase):
             prompts.append(json.dumps(self.bodies()[0]["messages"]))
         self.assertEqual(len(set(prompts)), 3)
 
+    def test_prefill_opens_the_reply_with_label(self):
+        state = self.prepare(ZERO)
+        self.trial(ZERO, state, {"text": "happy", "group": "mood"}, {"prefill": True})
+        last = self.bodies()[0]["messages"][-1]
+        self.assertEqual(last, {"role": "assistant", "content": "Label:"})
+        self.server.requests.clear()
+        self.trial(ZERO, state, {"text": "happy", "group": "mood"}, {"prefill": False})
+        self.assertEqual(self.bodies()[0]["messages"][-1]["role"], "user")
+
     def test_params_json_in_working_dir(self):
         state = self.prepare(ZERO)
         cwd = Path(tempfile.mkdtemp(dir=self.root))
@@ -270,6 +279,14 @@ class ZeroShotTest(HarnessTestBase):
         state = self.prepare(ZERO)
         res = self.trial(ZERO, state, {"text": "x", "group": "mood"}, expect_rc=1)
         self.assertIn("top_logprobs", res.stderr)
+
+    def test_a_reply_that_ends_at_once_ties_the_labels(self):
+        self.server.behaviour = lambda body: {"choices": [{
+            "message": {"content": ""}, "finish_reason": "stop", "logprobs": {"content": []}}]}
+        state = self.prepare(ZERO)
+        out = self.trial(ZERO, state, {"text": "x", "group": "mood"})
+        self.assertEqual(out["scores"], {"happy": 0.5, "sad": 0.5})
+        self.assertEqual(out["answer"], "happy")  # ties go to the first label
 
     def test_no_state_exits_2(self):
         empty = Path(tempfile.mkdtemp(dir=self.root))
@@ -391,6 +408,18 @@ class FewShotTest(HarnessTestBase):
                    {"shots": 2, "template": "chat"})
         roles = [m["role"] for m in self.bodies()[0]["messages"]]
         self.assertEqual(roles, ["system", "user", "assistant", "user", "assistant", "user"])
+
+    def test_prefill_follows_the_examples_and_calibration_uses_it(self):
+        state = self.prepare(FEW)
+        self.trial(FEW, state, {"text": "a quiet day", "group": "mood"},
+                   {"shots": 2, "template": "chat", "prefill": True, "calibrate": True})
+        trial, probe = self.bodies()
+        roles = [m["role"] for m in trial["messages"]]
+        self.assertEqual(roles, ["system", "user", "assistant", "user", "assistant", "user",
+                                 "assistant"])
+        self.assertEqual(trial["messages"][-1]["content"], "Label:")
+        self.assertEqual(probe["messages"][-1]["content"], "Label:")
+        self.assertEqual(probe["messages"][-2]["content"], "N/A")
 
     def test_generate_scoring(self):
         state = self.prepare(FEW)

@@ -21,6 +21,10 @@ Parameters (harness.toml [params]; values arrive in $HEVO_PARAMS or params.json)
              chat (each example as a user turn and an assistant turn)
   scoring    logprob: one-token completion with top_logprobs, pick the label whose first
              token(s) carry most probability; generate: greedy generation, parse the label
+  prefill    start the model's reply with "Label:" (a trailing assistant message, which hevo's
+             local model and Anthropic's API continue), so the next token is the label itself
+             rather than "The" or "This"; an endpoint that does not continue it (OpenAI's)
+             answers as without it
   calibrate  contextual calibration (Zhao et al. 2021, "Calibrate Before Use"): divide the
              label probabilities by those the same prompt (same examples) gives a
              content-free input ("N/A") and renormalize. Only affects scoring = logprob;
@@ -47,14 +51,17 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 
 #: Used when harness.toml cannot be read; harness.toml's defaults win otherwise.
-DEFAULTS = {"shots": 4, "retrieval": "tfidf", "template": "plain", "scoring": "logprob",
-            "calibrate": False}
+DEFAULTS = {"shots": 2, "retrieval": "tfidf", "template": "plain", "scoring": "logprob",
+            "prefill": False, "calibrate": False}
 
 #: Content-free inputs for calibration; their label probabilities are averaged.
 CONTENT_FREE = ["N/A"]
 
 #: Alternatives requested per position with scoring = logprob (OpenAI allows 0..20).
 TOP_LOGPROBS = 20
+
+#: The start of the reply with prefill = true.
+PREFILL = "Label:"
 
 #: Tokens generated with scoring = generate.
 GEN_MAX_TOKENS = 8
@@ -121,7 +128,8 @@ def load_params() -> dict:
         params["shots"] = max(0, int(params["shots"]))
     except (TypeError, ValueError):
         raise HarnessError(f"shots must be an integer, not {params['shots']!r}", 2)
-    params["calibrate"] = params["calibrate"] in (True, "true", "True", 1, "1")
+    for flag in ("prefill", "calibrate"):
+        params[flag] = params[flag] in (True, "true", "True", 1, "1")
     return params
 
 
@@ -156,10 +164,12 @@ def label_probs(messages: list[dict], labels: list[str]) -> dict[str, float]:
 
     A top-logprob token counts for a label when, stripped and lower-cased, it is a prefix of
     exactly one label (or the label is a prefix of it). A label with no matching token gets
-    half the smallest listed probability (its true mass is below that)."""
+    half the smallest listed probability (its true mass is below that); when the model ends
+    its reply at once, every label gets the same small mass."""
     resp = chat(messages, max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
     try:
-        top = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        positions = resp["choices"][0]["logprobs"]["content"]
+        top = positions[0]["top_logprobs"] if positions else []  # [] : the reply ended at once
     except (KeyError, IndexError, TypeError):
         raise HarnessError("the endpoint returned no top_logprobs; use scoring = generate")
     mass = {lab: 0.0 for lab in labels}
@@ -199,8 +209,17 @@ def parse_label(text: str, labels: list[str]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- prompts
-def build_messages(template: str, text: str, labels: list[str], demos: list[dict]) -> list[dict]:
+def build_messages(template: str, text: str, labels: list[str], demos: list[dict],
+                   prefill: bool) -> list[dict]:
     """The chat messages for one input; `demos` are {"text", "label"} train items."""
+    msgs = layout(template, text, labels, demos)
+    if prefill:
+        msgs.append({"role": "assistant", "content": PREFILL})
+    return msgs
+
+
+def layout(template: str, text: str, labels: list[str], demos: list[dict]) -> list[dict]:
+    """The messages of one template, before any prefill."""
     labs = ", ".join(labels)
     if template == "plain":
         parts = [f"Classify each text as one of: {labs}.\n"]
@@ -301,11 +320,11 @@ def read_json(path: Path, default):
         return default
 
 
-def content_free_probs(template: str, labels: list[str], demos: list[dict],
+def content_free_probs(template: str, labels: list[str], demos: list[dict], prefill: bool,
                        state: Path | None) -> dict[str, float]:
     """Average label probabilities over the content-free inputs; looked up in the state
     directory (written by prepare), then in ./calibration.json, else asked and cached there."""
-    probe = [build_messages(template, cf, labels, demos) for cf in CONTENT_FREE]
+    probe = [build_messages(template, cf, labels, demos, prefill) for cf in CONTENT_FREE]
     key = cache_key(probe[0]) + "-" + str(len(probe))
     for path in ([state / "calibration.json"] if state else []) + [Path("calibration.json")]:
         hit = read_json(path, {}).get(key)
@@ -366,7 +385,8 @@ def prepare() -> int:
             and os.environ.get("OPENAI_BASE_URL")):
         try:
             for g in labels["groups"]:
-                content_free_probs(params["template"], labels["groups"][g], [], None)
+                content_free_probs(params["template"], labels["groups"][g], [],
+                                   params["prefill"], None)
         except HarnessError as e:  # trials will compute it themselves
             log(f"prepare: calibration skipped: {e}")
     return 0
@@ -390,12 +410,12 @@ def trial() -> int:
         raise HarnessError(f"no train.json in {state}: was prepare run?", 2)
     pool = [d for d in train if d["group"] == group] or train
     demos = retrieve(text, pool, params["shots"], params["retrieval"])
-    messages = build_messages(params["template"], text, labels, demos)
+    messages = build_messages(params["template"], text, labels, demos, params["prefill"])
     out: dict = {}
     if params["scoring"] == "logprob":
         probs = normalize(label_probs(messages, labels))
         if params["calibrate"]:
-            cf = content_free_probs(params["template"], labels, demos, state)
+            cf = content_free_probs(params["template"], labels, demos, params["prefill"], state)
             probs = normalize({lab: probs[lab] / max(cf.get(lab, 0.0), 1e-12) for lab in labels})
         answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
         out["scores"] = {k: round(v, 6) for k, v in probs.items()}

@@ -15,6 +15,10 @@ Parameters (harness.toml [params]; values arrive in $HEVO_PARAMS or params.json)
   template   how the prompt is worded: plain | instruct | question
   scoring    logprob: one-token completion with top_logprobs, pick the label whose first
              token(s) carry most probability; generate: greedy generation, parse the label
+  prefill    start the model's reply with "Label:" (a trailing assistant message, which hevo's
+             local model and Anthropic's API continue), so the next token is the label itself
+             rather than "The" or "This"; an endpoint that does not continue it (OpenAI's)
+             answers as without it
   calibrate  contextual calibration (Zhao et al. 2021, "Calibrate Before Use"): divide the
              label probabilities by those the same prompt gives a content-free input ("N/A")
              and renormalize. Only affects scoring = logprob.
@@ -38,13 +42,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 #: Used when harness.toml cannot be read; harness.toml's defaults win otherwise.
-DEFAULTS = {"template": "plain", "scoring": "logprob", "calibrate": False}
+DEFAULTS = {"template": "plain", "scoring": "logprob", "prefill": False, "calibrate": False}
 
 #: Content-free inputs for calibration; their label probabilities are averaged.
 CONTENT_FREE = ["N/A"]
 
 #: Alternatives requested per position with scoring = logprob (OpenAI allows 0..20).
 TOP_LOGPROBS = 20
+
+#: The start of the reply with prefill = true.
+PREFILL = "Label:"
 
 #: Tokens generated with scoring = generate.
 GEN_MAX_TOKENS = 8
@@ -118,7 +125,8 @@ def load_params() -> dict:
         raise HarnessError(f"unknown template {params['template']!r}; one of {list(TEMPLATES)}", 2)
     if params["scoring"] not in SCORINGS:
         raise HarnessError(f"unknown scoring {params['scoring']!r}; one of {list(SCORINGS)}", 2)
-    params["calibrate"] = params["calibrate"] in (True, "true", "True", 1, "1")
+    for flag in ("prefill", "calibrate"):
+        params[flag] = params[flag] in (True, "true", "True", 1, "1")
     return params
 
 
@@ -153,10 +161,12 @@ def label_probs(messages: list[dict], labels: list[str]) -> dict[str, float]:
 
     A top-logprob token counts for a label when, stripped and lower-cased, it is a prefix of
     exactly one label (or the label is a prefix of it). A label with no matching token gets
-    half the smallest listed probability (its true mass is below that)."""
+    half the smallest listed probability (its true mass is below that); when the model ends
+    its reply at once, every label gets the same small mass."""
     resp = chat(messages, max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
     try:
-        top = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        positions = resp["choices"][0]["logprobs"]["content"]
+        top = positions[0]["top_logprobs"] if positions else []  # [] : the reply ended at once
     except (KeyError, IndexError, TypeError):
         raise HarnessError("the endpoint returned no top_logprobs; use scoring = generate")
     mass = {lab: 0.0 for lab in labels}
@@ -196,9 +206,12 @@ def parse_label(text: str, labels: list[str]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- prompts
-def build_messages(template: str, text: str, labels: list[str]) -> list[dict]:
+def build_messages(template: str, text: str, labels: list[str], prefill: bool) -> list[dict]:
     fill = {"labels": ", ".join(labels), "text": text}
-    return [{"role": role, "content": t.format(**fill)} for role, t in TEMPLATES[template]]
+    msgs = [{"role": role, "content": t.format(**fill)} for role, t in TEMPLATES[template]]
+    if prefill:
+        msgs.append({"role": "assistant", "content": PREFILL})
+    return msgs
 
 
 def cache_key(messages: list[dict]) -> str:
@@ -214,10 +227,11 @@ def read_json(path: Path, default):
         return default
 
 
-def content_free_probs(template: str, labels: list[str], state: Path | None) -> dict[str, float]:
+def content_free_probs(template: str, labels: list[str], prefill: bool,
+                       state: Path | None) -> dict[str, float]:
     """Average label probabilities over the content-free inputs; looked up in the state
     directory (written by prepare), then in ./calibration.json, else asked and cached there."""
-    probe = [build_messages(template, cf, labels) for cf in CONTENT_FREE]
+    probe = [build_messages(template, cf, labels, prefill) for cf in CONTENT_FREE]
     key = cache_key(probe[0]) + "-" + str(len(probe))
     for path in ([state / "calibration.json"] if state else []) + [Path("calibration.json")]:
         hit = read_json(path, {}).get(key)
@@ -271,7 +285,8 @@ def prepare() -> int:
     if params["scoring"] == "logprob" and params["calibrate"] and os.environ.get("OPENAI_BASE_URL"):
         try:
             for g in labels["groups"]:
-                content_free_probs(params["template"], labels["groups"][g], None)
+                content_free_probs(params["template"], labels["groups"][g], params["prefill"],
+                                   None)
         except HarnessError as e:  # trials will compute it themselves
             log(f"prepare: calibration skipped: {e}")
     return 0
@@ -289,12 +304,12 @@ def trial() -> int:
         task = {"text": task}
     text = str(task.get("text", ""))
     labels = group_labels(state, task.get("group"))
-    messages = build_messages(params["template"], text, labels)
+    messages = build_messages(params["template"], text, labels, params["prefill"])
     out: dict = {}
     if params["scoring"] == "logprob":
         probs = normalize(label_probs(messages, labels))
         if params["calibrate"]:
-            cf = content_free_probs(params["template"], labels, state)
+            cf = content_free_probs(params["template"], labels, params["prefill"], state)
             probs = normalize({lab: probs[lab] / max(cf.get(lab, 0.0), 1e-12) for lab in labels})
         answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
         out["scores"] = {k: round(v, 6) for k, v in probs.items()}
