@@ -163,6 +163,44 @@ fn params_search_runs_with_every_strategy_and_keeps_the_archive_clean() {
 }
 
 #[test]
+fn a_candidate_the_budget_never_reached_is_marked_not_sampled() {
+    // rho 0.02 of 40 val tasks: one racing batch or so for the whole run.
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"race\"\nrho = 0.02\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    let archive = dir.join("runs/test-run/archive");
+    let summary = std::fs::read_to_string(archive.join("summary.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = summary
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), report.candidates.len());
+    let unsampled: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["outcome"].as_str().unwrap().starts_with("not sampled"))
+        .collect();
+    assert!(!unsampled.is_empty(), "{summary}");
+    for line in &lines {
+        let name = line["name"].as_str().unwrap();
+        let scores: serde_json::Value = std::fs::read_dir(archive.join("candidates"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .ends_with(&format!("-{name}"))
+            })
+            .map(|p| {
+                serde_json::from_slice(&std::fs::read(p.join("scores.json")).unwrap()).unwrap()
+            })
+            .unwrap();
+        let sampled = line["outcome"] == "evaluated";
+        let tasks = scores["tasks_used"].as_u64().unwrap();
+        assert_eq!(sampled, tasks > 0, "{name}: {line} vs {scores}");
+    }
+}
+
+#[test]
 fn a_second_run_reuses_every_trial_and_gives_the_same_pick() {
     let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"recommended\"\nrho = 0.3\n");
     let first = search(&dir, &mut ParamsProposer::default());

@@ -888,7 +888,13 @@ fn record_iteration(
                 ci_high: Some(e.ci_high),
                 delta_vs_best: before.is_finite().then_some(e.value - before),
                 hypothesis: c.meta.hypothesis.clone(),
-                outcome: "evaluated".into(),
+                // A strategy with a global budget (race, default) can leave a candidate
+                // without a single trial; its estimate is then only the prior.
+                outcome: if outcomes.get(&i).is_some_and(|o| !o.is_empty()) {
+                    "evaluated".into()
+                } else {
+                    "not sampled: the evaluation budget was spent (estimate is the prior)".into()
+                },
             })
             .map_err(io_err("cannot write the summary in", archive.root()))?;
         summary_names.insert(c.meta.name.clone());
