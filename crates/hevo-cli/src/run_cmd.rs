@@ -349,6 +349,22 @@ fn finalize_table(f: &FinalizeReport) -> String {
             t.val_estimate
         );
     }
+    let pick = f.test.values().find(|t| t.role.starts_with("pick"));
+    let best_seed = f
+        .test
+        .iter()
+        .filter(|(_, t)| t.role == "seed")
+        .max_by(|a, b| a.1.pass_rate.total_cmp(&b.1.pass_rate));
+    if pick.is_some_and(|p| p.role == "pick, seed") {
+        text += "the pick is a seed: the search found nothing better on validation\n";
+    } else if let (Some(p), Some((seed, s))) = (pick, best_seed) {
+        text += &format!(
+            "pick vs best seed ({seed}) on test: {:+.1} points ({:.3} vs {:.3}); read it with both intervals\n",
+            100.0 * (p.pass_rate - s.pass_rate),
+            p.pass_rate,
+            s.pass_rate
+        );
+    }
     text
 }
 

@@ -94,6 +94,24 @@ fn run_and_finalize_print_the_documented_json() {
     assert!(fin["test"][pick]["pass_rate"].is_number(), "{fin}");
     assert!(fin["test"]["seed"]["pass_rate"].is_number(), "{fin}");
     assert_eq!(fin["pick"]["name"], doc["pick"]["name"]);
+    assert_eq!(fin["test"]["seed"]["role"], "seed");
+    assert_eq!(fin["test"][pick]["role"], "pick");
+    // The table ends with the pick against the best seed, in points.
+    let text = hevo()
+        .arg("finalize")
+        .arg(dir.join("runs/threshold"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let diff = 100.0
+        * (fin["test"][pick]["pass_rate"].as_f64().unwrap()
+            - fin["test"]["seed"]["pass_rate"].as_f64().unwrap());
+    assert!(
+        text.contains(&format!(
+            "pick vs best seed (seed) on test: {diff:+.1} points"
+        )),
+        "{text}"
+    );
     // Test results live outside the archive.
     assert!(dir.join("runs/threshold/test/hevo.db").exists());
     assert!(!dir.join("runs/threshold/archive/test").exists());

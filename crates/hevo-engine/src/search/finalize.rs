@@ -65,7 +65,7 @@ impl SearchRecord {
 /// One harness's test result.
 #[derive(Clone, Debug, Serialize)]
 pub struct TestResult {
-    /// `pick`, `seed` or `frontier`.
+    /// `pick`, `seed`, `frontier`, or `pick, seed` when the search kept a seed.
     pub role: String,
     /// Test pass rate with its 95% interval.
     pub pass_rate: f64,
@@ -131,7 +131,12 @@ pub fn finalize(
             Some((name.to_string(), e.path().join("code")))
         })
         .collect();
-    let mut roles: Vec<(String, String)> = vec![(record.pick.clone(), "pick".into())];
+    let pick_role = if record.seeds.contains(&record.pick) {
+        "pick, seed"
+    } else {
+        "pick"
+    };
+    let mut roles: Vec<(String, String)> = vec![(record.pick.clone(), pick_role.into())];
     for s in &record.seeds {
         roles.push((s.clone(), "seed".into()));
     }
