@@ -203,6 +203,8 @@ fn run_prompt(
     if let Some(t) = threads {
         config.threads = t;
     }
+    config.parallel = 1; // one prompt: one context
+
     let backend = LocalBackend::load(config).context("cannot load the local model")?;
     let mut stdout = std::io::stdout().lock();
     let completion = backend

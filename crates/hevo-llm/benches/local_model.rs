@@ -90,6 +90,7 @@ fn raw(path: &std::path::Path, threads: i32) -> (f64, f64, usize) {
 fn hevo(path: &std::path::Path, threads: u32) -> (f64, f64, usize, String) {
     let mut config = LocalConfig::new("local", path);
     config.threads = threads;
+    config.parallel = 1;
     let backend = LocalBackend::load(config).unwrap();
     let (mut pp, mut tg, mut n_prompt) = (Vec::new(), Vec::new(), 0);
     for rep in 0..REPS {

@@ -5,7 +5,8 @@
 //! [[backends]]
 //! name = "local"
 //! kind = "local"                # model_path defaults to the pulled SmolLM2
-//! threads = 1
+//! threads = 1                   # per worker
+//! parallel = 2                  # workers, each answering one request at a time
 //!
 //! [[backends]]
 //! name = "openai"
@@ -85,9 +86,13 @@ pub struct BackendSpec {
     /// `local`: the GGUF file (default: the pulled SmolLM2 under `HEVO_HOME`).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: CPU threads (default half the cores, 1 to 4).
+    /// `local`: CPU threads of each worker (default half the cores, 1 to 4).
     #[serde(default)]
     pub threads: Option<u32>,
+    /// `local`: workers, each with its own context, answering requests at once (default: as
+    /// many as the cores hold at `threads` each).
+    #[serde(default)]
+    pub parallel: Option<u32>,
     /// `local`: context length in tokens (default 4096).
     #[serde(default)]
     pub context_size: Option<u32>,
@@ -158,6 +163,7 @@ impl ModelLayerConfig {
                 timeout_s: None,
                 model_path: None,
                 threads: None,
+                parallel: None,
                 context_size: None,
             }],
             models: vec![RouteSpec {
@@ -212,7 +218,10 @@ impl ModelLayerConfig {
                     };
                     let mut c = LocalConfig::new(&spec.name, path);
                     if let Some(t) = spec.threads {
-                        c.threads = t;
+                        c = c.with_threads(t);
+                    }
+                    if let Some(n) = spec.parallel {
+                        c.parallel = n;
                     }
                     if let Some(n) = spec.context_size {
                         c.context_size = n;

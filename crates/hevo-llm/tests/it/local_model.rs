@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hevo_llm::{
-    model_file, Backend, Caps, Gateway, GatewayConfig, LocalBackend, LocalConfig, MemorySink,
-    ModelRoute, OpenAiBackend, OpenAiConfig, PriceTable,
+    model_file, Backend, Caps, ChatMessage, ChatRequest, Gateway, GatewayConfig, LocalBackend,
+    LocalConfig, MemorySink, ModelRoute, OpenAiBackend, OpenAiConfig, PriceTable,
 };
 use serde_json::{json, Value};
 
@@ -18,8 +18,19 @@ fn model_path() -> PathBuf {
     })
 }
 
+/// The model with two workers (every test here asks for the same, so the process-wide
+/// registry hands them all the same one).
+fn local_backend() -> LocalBackend {
+    let mut config = LocalConfig::new("local", model_path());
+    config.threads = 1;
+    config.parallel = 2;
+    let backend = LocalBackend::load(config).unwrap();
+    assert_eq!(backend.parallel(), 2);
+    backend
+}
+
 fn local() -> Arc<dyn Backend> {
-    let backend = LocalBackend::load(LocalConfig::new("local", model_path())).unwrap();
+    let backend = local_backend();
     let template = backend.chat_template().to_owned();
     assert!(
         template.contains("<|im_start|>") && template.contains("<|im_end|>"),
@@ -279,4 +290,66 @@ async fn openai_backend_in_front_of_a_second_gateway_running_the_local_model() {
         direct["usage"]["prompt_tokens"].as_u64().unwrap()
     );
     assert_eq!(inner.close_trial(&inner_key).calls, 2);
+}
+
+fn greedy(messages: &[(&str, &str)]) -> ChatRequest {
+    let messages = messages
+        .iter()
+        .map(|(role, text)| ChatMessage::new(*role, *text))
+        .collect();
+    let mut request = ChatRequest::new(model_file::DEFAULT_MODEL_NAME, messages);
+    request.temperature = Some(0.0);
+    request.max_tokens = Some(6);
+    request
+}
+
+/// Two conversations at once on two workers: each is answered as it is alone, and each
+/// one's next turn goes back to the worker holding its first turn in its KV cache (with one
+/// worker, or no affinity, at least one of them would re-evaluate its whole prompt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_answer_two_conversations_and_keep_each_in_its_cache() {
+    let backend = local_backend();
+    let system_a = "You are a careful assistant who answers questions about geography.";
+    let system_b = "You are a cheerful poet. Reply in rhymes about the sea and the sky.";
+    let first_a = greedy(&[("system", system_a), ("user", "Name a river in Europe.")]);
+    let first_b = greedy(&[("system", system_b), ("user", "Write a line about waves.")]);
+    let (a1, b1) = tokio::join!(
+        backend.complete(first_a.clone(), None),
+        backend.complete(first_b.clone(), None)
+    );
+    let (a1, b1) = (a1.unwrap().response, b1.unwrap().response);
+
+    // Alone, one after the other: the same greedy replies.
+    let alone_a = backend.complete(first_a, None).await.unwrap().response;
+    let alone_b = backend.complete(first_b, None).await.unwrap().response;
+    assert_eq!(alone_a.content, a1.content);
+    assert_eq!(alone_b.content, b1.content);
+
+    let next_a = greedy(&[
+        ("system", system_a),
+        ("user", "Name a river in Europe."),
+        ("assistant", &a1.content),
+        ("user", "And one in Asia?"),
+    ]);
+    let next_b = greedy(&[
+        ("system", system_b),
+        ("user", "Write a line about waves."),
+        ("assistant", &b1.content),
+        ("user", "Now one about clouds."),
+    ]);
+    let (a2, b2) = tokio::join!(
+        backend.complete(next_a, None),
+        backend.complete(next_b, None)
+    );
+    for (first, next) in [(&a1, a2.unwrap().response), (&b1, b2.unwrap().response)] {
+        // The whole first prompt is reused (its last token is evaluated again for logits,
+        // and the chat template may re-tokenize the turn boundary).
+        assert!(
+            next.usage.cached_tokens + 4 >= first.usage.prompt_tokens,
+            "next turn reused {} of the first turn's {} prompt tokens",
+            next.usage.cached_tokens,
+            first.usage.prompt_tokens
+        );
+        assert!(next.usage.prompt_tokens > first.usage.prompt_tokens);
+    }
 }
