@@ -2,7 +2,8 @@
 //! replayed from disk afterwards, across trials and across runs.
 //!
 //! Entries are content-addressed: the key is the SHA-256 of the canonical JSON (sorted keys, no
-//! whitespace) of the backend, model, messages and every sampling parameter. Each entry is
+//! whitespace) of the backend's identity (`Backend::cache_identity`: an upstream's URL, the local
+//! model's file and evaluation), model, messages and every sampling parameter. Each entry is
 //! one JSON file `<dir>/<first two hex digits>/<key>.json`, written atomically (temp file +
 //! rename), so concurrent runs can share one directory.
 
@@ -33,7 +34,8 @@ impl ResponseCache {
         &self.dir
     }
 
-    /// The content address of `request` sent to `backend`.
+    /// The content address of `request` sent to the backend whose cache identity is
+    /// `backend`.
     pub fn key(backend: &str, request: &ChatRequest) -> String {
         let mut value = serde_json::to_value(request).expect("a request serializes");
         if let Value::Object(map) = &mut value {

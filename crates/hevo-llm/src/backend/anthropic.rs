@@ -94,6 +94,10 @@ impl Backend for AnthropicBackend {
         &self.config.name
     }
 
+    fn cache_identity(&self) -> String {
+        format!("anthropic {}", self.config.base_url)
+    }
+
     fn complete(
         &self,
         request: ChatRequest,

@@ -52,6 +52,13 @@ pub trait Backend: Send + Sync {
     /// The backend's name, as routes refer to it.
     fn name(&self) -> &str;
 
+    /// What the response cache keys this backend's answers by, beside the request: whatever
+    /// else can change the answer to the same request (an upstream's URL; the local model's
+    /// file and how it is evaluated). Two backends with the same identity share cache entries.
+    fn cache_identity(&self) -> String {
+        self.name().to_owned()
+    }
+
     /// Answers `request`. A backend that generates incrementally sends each piece of text to
     /// `deltas` (when given) as it appears; the concatenation of the pieces must equal the
     /// final `content`. A backend that does not stream ignores `deltas`.

@@ -90,6 +90,10 @@ impl Backend for OpenAiBackend {
         &self.config.name
     }
 
+    fn cache_identity(&self) -> String {
+        format!("openai {}", self.config.base_url)
+    }
+
     fn complete(
         &self,
         request: ChatRequest,

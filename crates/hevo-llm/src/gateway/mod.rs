@@ -562,9 +562,10 @@ impl Call {
         let inner = &self.gateway.inner;
         let route = self.route.as_ref().expect("prepared calls are routed");
         let cache_key = match &inner.cache {
-            Some(_) if request.is_deterministic() => {
-                Some(ResponseCache::key(route.backend.name(), &request))
-            }
+            Some(_) if request.is_deterministic() => Some(ResponseCache::key(
+                &route.backend.cache_identity(),
+                &request,
+            )),
             _ => None,
         };
         let cached = match (&inner.cache, &cache_key) {

@@ -18,25 +18,30 @@ fn model_path() -> PathBuf {
     })
 }
 
-/// The model with two workers (every test here asks for the same, so the process-wide
-/// registry hands them all the same one).
-fn local_backend() -> LocalBackend {
-    let mut config = LocalConfig::new("local", model_path());
+/// The model with two workers, loaded from a private copy of the GGUF: the process-wide
+/// registry shares one loaded model per file, and these tests run in parallel and assert on
+/// what each worker's KV cache holds, so each gets its own workers. The directory must live
+/// as long as the backend.
+fn local_backend() -> (LocalBackend, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("model.gguf");
+    std::fs::copy(model_path(), &copy).unwrap();
+    let mut config = LocalConfig::new("local", copy);
     config.threads = 1;
     config.parallel = 2;
     let backend = LocalBackend::load(config).unwrap();
     assert_eq!(backend.parallel(), 2);
-    backend
+    (backend, dir)
 }
 
-fn local() -> Arc<dyn Backend> {
-    let backend = local_backend();
+fn local() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let (backend, dir) = local_backend();
     let template = backend.chat_template().to_owned();
     assert!(
         template.contains("<|im_start|>") && template.contains("<|im_end|>"),
         "{template}"
     );
-    Arc::new(backend)
+    (Arc::new(backend), dir)
 }
 
 fn route() -> Vec<ModelRoute> {
@@ -47,11 +52,22 @@ fn route() -> Vec<ModelRoute> {
     )]
 }
 
+/// A system prompt longer than one 64-token chunk, so a repeated prompt reuses a chunk.
+const SYSTEM: &str = "You are a terse assistant. Answer every question in a few words, \
+    without greetings, explanations, lists, caveats or follow-up questions. If you do not \
+    know, say so in one word. Never repeat the question. Prefer common names of things.";
+
+/// Tokens the local backend reuses from a cached prompt of `n` tokens repeated: whole
+/// 64-token chunks, and never the last token (its logits must be computed).
+fn reused_of(n: u64) -> u64 {
+    (n - 1) / 64 * 64
+}
+
 fn chat(extra: Value) -> Value {
     let mut body = json!({
         "model": "smollm2",
         "messages": [
-            {"role": "system", "content": "You are a terse assistant."},
+            {"role": "system", "content": SYSTEM},
             {"role": "user", "content": "Name three colors."},
         ],
         "temperature": 0,
@@ -76,9 +92,10 @@ async fn post(client: &reqwest::Client, base: &str, key: &str, body: &Value) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_model_behind_the_gateway() {
     let sink = Arc::new(MemorySink::new());
+    let (local, _model_dir) = local();
     let gw = Gateway::start(
         GatewayConfig::new(route(), PriceTable::builtin()),
-        vec![local()],
+        vec![local],
         sink.clone(),
     )
     .unwrap();
@@ -107,9 +124,10 @@ async fn local_model_behind_the_gateway() {
         .await
         .unwrap();
     assert_eq!(second["choices"][0]["message"]["content"], text.as_str());
+    assert!(prompt_tokens > 64, "{first}");
     assert_eq!(
         second["usage"]["prompt_tokens_details"]["cached_tokens"],
-        prompt_tokens - 1
+        reused_of(prompt_tokens)
     );
 
     // a trailing assistant message is a prefill: the model continues it (cut before a
@@ -227,9 +245,10 @@ async fn local_model_behind_the_gateway() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_backend_in_front_of_a_second_gateway_running_the_local_model() {
+    let (local, _model_dir) = local();
     let inner = Gateway::start(
         GatewayConfig::new(route(), PriceTable::builtin()),
-        vec![local()],
+        vec![local],
         Arc::new(MemorySink::new()),
     )
     .unwrap();
@@ -308,9 +327,12 @@ fn greedy(messages: &[(&str, &str)]) -> ChatRequest {
 /// worker, or no affinity, at least one of them would re-evaluate its whole prompt).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_answer_two_conversations_and_keep_each_in_its_cache() {
-    let backend = local_backend();
-    let system_a = "You are a careful assistant who answers questions about geography.";
-    let system_b = "You are a cheerful poet. Reply in rhymes about the sea and the sky.";
+    let (backend, _model_dir) = local_backend();
+    let system_a = format!("{SYSTEM} You answer questions about geography.");
+    let system_b = "You are a cheerful poet. Reply in rhymes about the sea and the sky. \
+        Every line has eight syllables, every verse four lines, and every poem ends with a \
+        line about the moon. Never explain the poem and never address the reader.";
+    let system_a = system_a.as_str();
     let first_a = greedy(&[("system", system_a), ("user", "Name a river in Europe.")]);
     let first_b = greedy(&[("system", system_b), ("user", "Write a line about waves.")]);
     let (a1, b1) = tokio::join!(
@@ -342,14 +364,63 @@ async fn two_workers_answer_two_conversations_and_keep_each_in_its_cache() {
         backend.complete(next_b, None)
     );
     for (first, next) in [(&a1, a2.unwrap().response), (&b1, b2.unwrap().response)] {
-        // The whole first prompt is reused (its last token is evaluated again for logits,
-        // and the chat template may re-tokenize the turn boundary).
-        assert!(
-            next.usage.cached_tokens + 4 >= first.usage.prompt_tokens,
+        // The first prompt's whole chunks are reused.
+        assert!(first.usage.prompt_tokens > 64);
+        assert_eq!(
+            next.usage.cached_tokens,
+            first.usage.prompt_tokens / 64 * 64,
             "next turn reused {} of the first turn's {} prompt tokens",
             next.usage.cached_tokens,
             first.usage.prompt_tokens
         );
         assert!(next.usage.prompt_tokens > first.usage.prompt_tokens);
     }
+}
+
+fn label_logprobs(response: &hevo_llm::ChatResponse) -> Vec<(String, f64)> {
+    response.logprobs.as_ref().unwrap()[0]
+        .top_logprobs
+        .iter()
+        .map(|t| (t.token.clone(), t.logprob))
+        .collect()
+}
+
+/// A prompt's log-probs are bit-for-bit the same whatever the worker answered before: after a
+/// prompt sharing 85 of its tokens, after one sharing a different part, after an unrelated
+/// one. (Reusing a cached prefix of any length moved them by up to 0.15 before prompts were
+/// cut into fixed chunks.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_do_not_depend_on_what_the_cache_held() {
+    let (backend, _model_dir) = local_backend();
+    let system = "Classify the following text as one of: business, entertainment, politics, \
+        sports, tech. "
+        .repeat(4);
+    let scored = |text: &str| {
+        let mut request = greedy(&[("system", &system), ("user", text)]);
+        request.max_tokens = Some(1);
+        request.logprobs = true;
+        request.top_logprobs = 20;
+        request
+    };
+    let text = "The European Central Bank has left its key interest rate unchanged at 2% for \
+        the 19th month in succession. Borrowing costs have remained on hold amid concerns \
+        about the strength of economic growth.";
+    let fresh = backend.complete(scored(text), None).await.unwrap().response;
+    let mut reused = 0;
+    for before in [
+        "Some other text entirely, about sports.",
+        "The European Central Bank raised",
+        "x",
+    ] {
+        backend.complete(scored(before), None).await.unwrap();
+        backend.complete(scored(before), None).await.unwrap();
+        let again = backend.complete(scored(text), None).await.unwrap().response;
+        reused = reused.max(again.usage.cached_tokens);
+        assert_eq!(
+            label_logprobs(&again),
+            label_logprobs(&fresh),
+            "after {before:?}"
+        );
+    }
+    assert!(reused >= 64, "the cache was reused: {reused} tokens");
 }

@@ -1,11 +1,12 @@
 //! The gateway in front of an OpenAI-compatible upstream on loopback.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use hevo_llm::{CallStatus, Caps};
 use serde_json::json;
 
-use crate::common::{body, sse_events, Setup, TestContext};
+use crate::common::{body, sse_events, MockUpstream, Setup, TestContext};
 
 #[tokio::test]
 async fn concurrent_trials_are_attributed_to_their_own_keys() {
@@ -368,18 +369,29 @@ async fn deterministic_requests_hit_the_response_cache_at_full_price() {
     let usage = t.gateway.close_trial(&key);
     assert_eq!((usage.calls, usage.cache_hits), (4, 1));
 
-    // a second run (new gateway, same cache dir) hits too; a fixed seed is deterministic
-    let t2 = TestContext::start(setup()).await;
+    // a second run (new gateway, same cache dir, same upstream) hits too; a fixed seed is
+    // deterministic
+    let same_upstream = MockUpstream {
+        base_url: t.upstream.base_url.clone(),
+        log: Arc::clone(&t.upstream.log),
+    };
+    let t2 = TestContext::start_with(setup(), same_upstream).await;
     let key2 = t2.trial("k2", Caps::UNLIMITED);
-    t2.chat(Some(key2.as_str()), req).await;
+    t2.chat(Some(key2.as_str()), req.clone()).await;
     let mut seeded = body("mock-1", "seeded");
     seeded["seed"] = json!(7);
     seeded["temperature"] = json!(1.0);
     t2.chat(Some(key2.as_str()), seeded.clone()).await;
     t2.chat(Some(key2.as_str()), seeded).await;
-    assert_eq!(t2.upstream.log.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(t2.upstream.log.requests.load(Ordering::SeqCst), 3 + 1);
     let hits: Vec<bool> = t2.sink.records().iter().map(|r| r.cache_hit).collect();
     assert_eq!(hits, [true, false, true]);
+
+    // another upstream (another URL) may answer the same request differently: a miss
+    let t3 = TestContext::start(setup()).await;
+    let key3 = t3.trial("k3", Caps::UNLIMITED);
+    t3.chat(Some(key3.as_str()), req).await;
+    assert_eq!(t3.upstream.log.requests.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -1,5 +1,14 @@
 //! One llama.cpp context answering one request at a time: renders the chat template, reuses
 //! the longest prefix of its KV cache, evaluates the rest, samples, and reports log-probs.
+//!
+//! Answers do not depend on what the context answered before. llama.cpp's result for a token
+//! depends on how the prompt was cut into batches: measured with SmolLM2, reusing an 85-token
+//! cached prefix and evaluating the remaining 48 tokens moved the next token's log-probs by up
+//! to 0.15 against evaluating all 133 at once, enough to flip a near-tied label and, through
+//! the search's decisions, a whole run. So prompts are evaluated in chunks at fixed positions
+//! (multiples of the chunk size), and a cached prefix is reused only up to a chunk boundary
+//! and only where it was itself evaluated as prompt chunks: the same prompt always goes
+//! through the same batches, whichever worker answers it and whatever came before.
 
 use std::time::Instant;
 
@@ -23,7 +32,24 @@ pub(super) struct Engine<'m> {
     ctx: LlamaContext<'m>,
     /// Tokens currently in the KV cache (sequence 0), in order.
     kv: Vec<LlamaToken>,
-    batch_size: usize,
+    /// How many of `kv`'s first tokens were evaluated as prompt chunks (the tokens after them
+    /// were generated one at a time), so may be reused.
+    reusable: usize,
+    /// Prompt chunk size; chunks start at its multiples.
+    chunk: usize,
+}
+
+/// How many tokens the batch starting at position `start` takes, of `remaining`: up to the
+/// next multiple of `chunk`.
+fn chunk_len(start: usize, remaining: usize, chunk: usize) -> usize {
+    (chunk - start % chunk).min(remaining)
+}
+
+/// How much of a `shared`-token common prefix with the KV cache may be reused: no more than
+/// the `reusable` prompt-chunk tokens, rounded down to a chunk boundary.
+fn reusable_prefix(shared: usize, reusable: usize, chunk: usize) -> usize {
+    let n = shared.min(reusable);
+    n - n % chunk
 }
 
 /// The messages before a trailing `assistant` prefill, and the prefill's text ("" when the
@@ -43,20 +69,22 @@ impl<'m> Engine<'m> {
         model: &'m LlamaModel,
         template: LlamaChatTemplate,
         ctx: LlamaContext<'m>,
-        batch_size: usize,
+        chunk: usize,
     ) -> Self {
         Self {
             model,
             template,
             ctx,
             kv: Vec::new(),
-            batch_size,
+            reusable: 0,
+            chunk: chunk.max(1),
         }
     }
 
     /// Forgets the KV cache (after a request failed half-way).
     pub(super) fn reset(&mut self) {
         self.kv.clear();
+        self.reusable = 0;
         let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
     }
 
@@ -81,13 +109,15 @@ impl<'m> Engine<'m> {
         Ok(text)
     }
 
-    /// Evaluates `tokens` (appended after the reused prefix), in batches; returns the batch
-    /// index of the last token's logits.
-    fn eval(&mut self, tokens: &[LlamaToken]) -> Result<i32, BackendError> {
+    /// Evaluates `tokens` (appended after the tokens in the KV cache) in batches that end at
+    /// multiples of the chunk size; returns the batch index of the last token's logits.
+    fn eval(&mut self, mut tokens: &[LlamaToken]) -> Result<i32, BackendError> {
         let mut last = 0;
-        for chunk in tokens.chunks(self.batch_size.max(1)) {
-            let mut batch = LlamaBatch::new(chunk.len(), 1);
+        while !tokens.is_empty() {
             let start = self.kv.len();
+            let (chunk, rest) = tokens.split_at(chunk_len(start, tokens.len(), self.chunk));
+            tokens = rest;
+            let mut batch = LlamaBatch::new(chunk.len(), 1);
             for (i, token) in chunk.iter().enumerate() {
                 let pos = i32::try_from(start + i).expect("position fits");
                 batch
@@ -163,7 +193,7 @@ impl<'m> Engine<'m> {
             .zip(&tokens)
             .take_while(|(a, b)| a == b)
             .count();
-        common = common.min(tokens.len() - 1);
+        common = reusable_prefix(common.min(tokens.len() - 1), self.reusable, self.chunk);
         if common < self.kv.len() {
             let removed = self
                 .ctx
@@ -177,6 +207,7 @@ impl<'m> Engine<'m> {
         }
         let prompt_started = Instant::now();
         let mut idx = self.eval(&tokens[common..])?;
+        self.reusable = tokens.len();
         let prompt_ms = prompt_started.elapsed().as_secs_f64() * 1000.0;
 
         let room = n_ctx - tokens.len();
@@ -254,6 +285,26 @@ impl<'m> Engine<'m> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompt_batches_end_on_the_chunk_grid_wherever_they_start() {
+        let cuts = |mut pos: usize, mut n: usize| {
+            let mut out = Vec::new();
+            while n > 0 {
+                let len = chunk_len(pos, n, 64);
+                out.push((pos, len));
+                pos += len;
+                n -= len;
+            }
+            out
+        };
+        assert_eq!(cuts(0, 133), [(0, 64), (64, 64), (128, 5)]);
+        assert_eq!(cuts(64, 69), [(64, 64), (128, 5)]);
+        assert_eq!(cuts(130, 1), [(130, 1)]);
+        assert_eq!(reusable_prefix(85, 200, 64), 64);
+        assert_eq!(reusable_prefix(200, 133, 64), 128);
+        assert_eq!(reusable_prefix(63, 200, 64), 0);
+    }
 
     #[test]
     fn only_a_trailing_assistant_message_after_others_is_a_prefill() {
