@@ -27,7 +27,11 @@
 //! the incumbent on the same tasks. `D = (1/N) sum_S (x_t(c) - x_t(inc)) / pi_t` is
 //! estimated with its exact Poisson variance, and the candidate is dropped if
 //! `D + 1.0 se < 0`, stops if `D - 2.0 se > 0`, and gets another batch otherwise (up to
-//! 8 batches, keeping every later candidate's first batch in reserve). The other half is the
+//! 8 batches, keeping every later candidate's first batch in reserve). A first batch that
+//! does not fit paired with an incumbent that is itself only sampled (its outcomes would be
+//! bought too) is screened against the best exactly known candidate instead and raced
+//! against the incumbent through both estimates; a candidate still without a trial may draw
+//! on the playoff's share, so none is left unevaluated (docs/replay.md). The other half is the
 //! playoff: the top 3 candidates by re-estimated score whose interval still reaches the
 //! best exactly known score get one more batch each, round after round, until the budget
 //! is spent. At every step and at the end, each candidate is re-estimated by GREG
@@ -636,7 +640,8 @@ struct Racer {
     pi: Vec<Vec<f64>>,
 }
 
-/// `race` and `default`: paired racing against the incumbent under one global budget.
+/// `race` and `default`: paired racing against the incumbent under one global budget
+/// (`default` screens unaffordable first batches against the best exactly known candidate).
 struct Race {
     core: Core,
     name: String,
@@ -792,6 +797,21 @@ impl Race {
         argmax(&self.core.estimates)
     }
 
+    /// The best candidate whose score is known exactly (a Phase-0 seed or a fully observed
+    /// candidate): new candidates are paired with it, so their batches cost only their own
+    /// trials. Pairing with a sampled incumbent instead would buy the incumbent's outcome on
+    /// every task of every batch, doubling each candidate's cost.
+    fn anchor(&self) -> Option<CandidateId> {
+        (0..self.core.obs.len())
+            .filter(|&c| self.core.phase0.contains(&c) || self.core.fully_observed(c))
+            .max_by(|&a, &b| {
+                self.core.estimates[a]
+                    .value
+                    .total_cmp(&self.core.estimates[b].value)
+                    .then(b.cmp(&a))
+            })
+    }
+
     fn racing_budget_left(&self) -> usize {
         if self.playoff {
             let keep = (self.budget.total() as f64 * PLAYOFF_SHARE).round() as usize;
@@ -822,6 +842,7 @@ impl Strategy for Race {
 
     fn iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
         let inc = self.incumbent();
+        let anchor = self.anchor().unwrap_or(inc);
         let w = coevolve_weights(&self.core.stats, self.core.params);
         for &c in candidates {
             self.core.ensure(c);
@@ -859,25 +880,66 @@ impl Strategy for Race {
             // One batch request for every active candidate at this level (parallel live).
             let mut cells = Vec::new();
             let mut raised = Vec::new();
-            for &c in &active {
-                let need = self.cells_for(c, level, Some(inc));
-                let new: Vec<_> = need.into_iter().filter(|x| !cells.contains(x)).collect();
-                // Keep each later candidate's first batch, paired with the incumbent.
-                let reserve = if level <= 1.0 { 0 } else { 2 * first_batch + 1 };
-                let allowed = self.racing_budget_left().saturating_sub(later * reserve);
+            for (i, &c) in active.iter().enumerate() {
+                let new_cells = |pair: CandidateId| -> Vec<(CandidateId, usize)> {
+                    self.cells_for(c, level, Some(pair))
+                        .into_iter()
+                        .filter(|x| !cells.contains(x))
+                        .collect()
+                };
+                // Keep every later candidate's first batch: deeper levels keep one paired with
+                // the incumbent each; `default`'s first level keeps one screened against the
+                // anchor each, this iteration's other newcomers included.
+                let reserve = if level > 1.0 {
+                    later * (2 * first_batch + 1)
+                } else if self.playoff {
+                    (later + active.len() - i - 1) * first_batch
+                } else {
+                    0
+                };
+                let mut allowed = self.racing_budget_left().saturating_sub(reserve);
+                let mut pair = inc;
+                let mut new = new_cells(inc);
+                // No trial yet (a first sample can also be drawn empty).
+                let unseen = self.core.obs[c].iter().all(Option::is_none);
+                if new.len() > allowed && unseen && self.playoff {
+                    if anchor != inc {
+                        // Unaffordable paired with a sampled incumbent (whose outcomes on the
+                        // batch must be bought too): screen it against the anchor, whose are
+                        // known.
+                        pair = anchor;
+                        new = new_cells(anchor);
+                    }
+                    if new.len() > allowed {
+                        // Still unaffordable (a sample drawn larger than expected, or after an
+                        // empty one): a first batch may draw on the playoff's share rather than
+                        // leave a candidate without a trial.
+                        allowed = self.budget.remaining().saturating_sub(reserve);
+                    }
+                }
                 if new.len() <= allowed && self.budget.try_spend(new.len()) {
                     cells.extend(new);
-                    raised.push(c);
+                    raised.push((c, pair));
                 }
             }
             self.core.observe(oracle, &cells);
             let mut next = Vec::new();
-            for &c in &raised {
+            for &(c, pair) in &raised {
                 self.set_level(c, level);
-                let d = self.diff(c, inc);
-                let base = self.core.estimates[inc];
+                let d = self.diff(c, pair);
+                let base = self.core.estimates[pair];
                 let se = (base.se * base.se + d.se * d.se).sqrt();
-                self.core.estimates[c] = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
+                let estimate = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
+                self.core.estimates[c] = estimate;
+                // Raced against the incumbent: paired when it was paired with it, else
+                // (screened against the anchor) through both estimates.
+                let d = if inc == pair {
+                    d
+                } else {
+                    let i = self.core.estimates[inc];
+                    let se = (estimate.se * estimate.se + i.se * i.se).sqrt();
+                    Estimate::normal(estimate.value - i.value, se, -1.0, 1.0)
+                };
                 let full = (0..g_len(&self.core)).all(|g| {
                     self.racers[c]
                         .as_ref()
