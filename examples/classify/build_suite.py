@@ -59,7 +59,7 @@ SEED = 20261129
 
 #: Tasks per split and group; every size is divisible by the group's number of labels,
 #: so each split is exactly balanced (rt: 2 labels, bbc: 5 labels).
-SIZES = {"train": 100, "val": 30, "test": 50}
+SIZES = {"train": 100, "val": 50, "test": 50}
 SPLITS = ("train", "val", "test")
 GROUPS = ("rt", "bbc")
 
