@@ -487,6 +487,24 @@ class BuildSuiteTest(unittest.TestCase):
                 ("c", "alone", "y")]
         self.assertEqual(self.b.dedupe(rows), [("a1", "same", "x"), ("c", "alone", "y")])
 
+    def test_a_smaller_test_split_keeps_train_and_val(self):
+        import random
+
+        rows = [(f"g-{lab}-{i:03d}", f"text {lab} {i}", lab) for lab in ("p", "q") for i in range(200)]
+        keep = self.b.TEST_KEEP
+        try:
+            self.b.TEST_KEEP = self.b.SIZES["test"]
+            full = self.b.split_group("g", rows, random.Random(7))
+        finally:
+            self.b.TEST_KEEP = keep
+        kept = self.b.split_group("g", rows, random.Random(7))
+        for split in ("train", "val"):
+            self.assertEqual([t for t in kept if t["split"] == split],
+                             [t for t in full if t["split"] == split])
+        full_test = {t["id"] for t in full if t["split"] == "test"}
+        kept_test = {t["id"] for t in kept if t["split"] == "test"}
+        self.assertLess(kept_test, full_test)
+
     def test_split_is_balanced_disjoint_and_seeded(self):
         import random
 
@@ -495,7 +513,8 @@ class BuildSuiteTest(unittest.TestCase):
         b = self.b.split_group("g", list(reversed(rows)), random.Random(7))
         self.assertEqual(a, b)  # input order does not matter, the seed does
         self.assertEqual(len({t["id"] for t in a}), len(a))
-        for split, size in self.b.SIZES.items():
+        written = {**self.b.SIZES, "test": self.b.TEST_KEEP}
+        for split, size in written.items():
             part = [t for t in a if t["split"] == split]
             self.assertEqual(len(part), size)
             self.assertEqual(sum(t["expected"] == "p" for t in part), size // 2)
@@ -520,7 +539,8 @@ class BuildSuiteTest(unittest.TestCase):
                 outs.append((Path(d) / name / "tasks.jsonl").read_bytes())
             self.assertEqual(outs[0], outs[1])
             tasks = [json.loads(ln) for ln in outs[0].decode().splitlines()]
-            self.assertEqual(len(tasks), 2 * sum(self.b.SIZES.values()))
+            written = sum(self.b.SIZES.values()) - self.b.SIZES["test"] + self.b.TEST_KEEP
+            self.assertEqual(len(tasks), 2 * written)
             self.assertEqual({t["group"] for t in tasks}, {"rt", "bbc"})
             self.assertEqual({t["expected"] for t in tasks if t["group"] == "rt"}, {"fresh", "rotten"})
             self.assertTrue(all(len(t["input"]["text"]) <= self.b.MAX_CHARS for t in tasks))
