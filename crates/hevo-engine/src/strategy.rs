@@ -973,13 +973,8 @@ impl Strategy for Race {
             });
             // Only candidates that could beat the best exactly known score.
             let exact_best = self
-                .core
-                .estimates
-                .iter()
-                .enumerate()
-                .filter(|(c, _)| self.core.phase0.contains(c) || self.core.fully_observed(*c))
-                .map(|(_, e)| e.value)
-                .fold(f64::NEG_INFINITY, f64::max);
+                .anchor()
+                .map_or(f64::NEG_INFINITY, |a| self.core.estimates[a].value);
             order.retain(|&c| self.core.estimates[c].ci_high >= exact_best);
             order.truncate(PLAYOFF_K);
             if order.is_empty() {

@@ -124,11 +124,12 @@ impl<'m> Engine<'m> {
                     .add(*token, pos, &[0], i == chunk.len() - 1)
                     .map_err(|e| BackendError::Internal(e.to_string()))?;
             }
-            self.ctx.decode(&mut batch).map_err(|e| {
-                self.kv.clear();
-                let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
-                BackendError::Internal(format!("llama.cpp decode failed: {e}"))
-            })?;
+            if let Err(e) = self.ctx.decode(&mut batch) {
+                self.reset();
+                return Err(BackendError::Internal(format!(
+                    "llama.cpp decode failed: {e}"
+                )));
+            }
             self.kv.extend_from_slice(chunk);
             last = batch.n_tokens() - 1;
         }
