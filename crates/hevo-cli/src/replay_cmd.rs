@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use hevo_engine::replay::{self, Matrix, ReplayConfig};
-use hevo_engine::strategy::{PiMethod, StrategyKind};
+use hevo_strategy::replay::{self, Matrix, ReplayConfig};
+use hevo_strategy::strategy::StrategyKind;
+use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
 use hevo_stats::design::DEFAULT_MC_DRAWS;
 use hevo_stats::estimate::Estimator;
 
@@ -84,64 +85,38 @@ fn user(msg: String) -> CliError {
     CliError::User(anyhow!(msg))
 }
 
-fn parse_estimator(s: &str) -> Result<Option<Estimator>, CliError> {
-    match s {
-        "hajek" => Ok(Some(Estimator::Hajek)),
-        "residual" => Ok(Some(Estimator::Residual)),
-        "hajek-residual" => Ok(Some(Estimator::HajekResidual)),
-        "auto" => Ok(None),
-        other => Err(user(format!(
-            "unknown --estimator `{other}`; use hajek, residual or auto"
-        ))),
-    }
-}
-
 /// The strategies `--strategy` names, with their options.
 fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
-    let pi = match args.pi.as_str() {
-        "mc" => PiMethod::MonteCarlo(args.mc_draws.max(1)),
-        "exact" => PiMethod::Exact,
-        other => return Err(user(format!("unknown --pi `{other}`; use mc or exact"))),
-    };
+    let named = |e: UnknownName| user(format!("--{}: {e}", e.what.replace(' ', "-")));
+    let pi = parse_pi(&args.pi, args.mc_draws).map_err(named)?;
     let estimators: Vec<Option<Estimator>> = match &args.estimator {
-        Some(e) => vec![parse_estimator(e)?],
+        Some(e) => vec![parse_estimator(e).map_err(named)?],
         None if args.strategy == "all" => {
             vec![Some(Estimator::Hajek), Some(Estimator::Residual), None]
         }
         None => vec![Some(Estimator::Hajek)],
     };
-    let coevolve: Vec<StrategyKind> = estimators
-        .iter()
-        .map(|&estimator| StrategyKind::Coevolve { estimator, pi })
-        .collect();
-    let screen = StrategyKind::Screen {
-        minibatch: args.minibatch.max(1),
+    let options = |estimator| StrategyOptions {
+        estimator,
+        pi,
+        minibatch: args.minibatch,
     };
-    Ok(match args.strategy.as_str() {
-        "full" => vec![StrategyKind::Full],
-        "fixed" => vec![StrategyKind::Fixed],
-        "resample" => vec![StrategyKind::Resample],
-        "coevolve" => coevolve,
-        "screen" => vec![screen],
-        "race" => vec![StrategyKind::Race],
-        "default" => vec![StrategyKind::Default],
-        "all" => {
-            let mut v = vec![
-                StrategyKind::Full,
-                StrategyKind::Fixed,
-                StrategyKind::Resample,
-            ];
-            v.extend(coevolve);
-            v.extend([screen, StrategyKind::Race, StrategyKind::Default]);
-            v
+    let names: Vec<StrategyName> = if args.strategy == "all" {
+        StrategyName::ALL.to_vec()
+    } else {
+        vec![args.strategy.parse().map_err(|e: UnknownName| {
+            user(format!("--strategy: {e}, or all"))
+        })?]
+    };
+    let mut kinds = Vec::new();
+    for name in names {
+        if name == StrategyName::Coevolve {
+            kinds.extend(estimators.iter().map(|&e| name.kind(&options(e))));
+        } else {
+            kinds.push(name.kind(&options(None)));
         }
-        other => {
-            return Err(user(format!(
-                "unknown --strategy `{other}`; use full, fixed, resample, coevolve, screen, \
-                 race, default or all"
-            )))
-        }
-    })
+    }
+    Ok(kinds)
 }
 
 /// Runs `hevo replay`.

@@ -4,6 +4,8 @@
 //! name the file, the key and the fix (exit code 2), before anything runs. Relative paths
 //! are resolved against the directory that holds `hevo.toml`.
 
+use hevo_strategy::strategy::StrategyKind;
+use hevo_strategy::vocab::{parse_estimator, StrategyName, StrategyOptions, UnknownName};
 use std::path::{Path, PathBuf};
 
 use hevo_llm::ModelLayerConfig;
@@ -146,13 +148,14 @@ impl Default for SearchConfig {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EvaluationConfig {
-    /// `full`, `fixed`, `resample`, `coevolve`, `race` or `recommended` (the default).
+    /// A strategy name of [`hevo_strategy::vocab::StrategyName`]; `recommended` (the
+    /// default) is `default`.
     #[serde(default = "default_strategy")]
     pub strategy: String,
     /// Share of the validation tasks a sampling strategy evaluates per candidate.
     #[serde(default = "default_rho")]
     pub rho: f64,
-    /// Estimator for `coevolve`: `hajek`, `residual` or `auto`.
+    /// Estimator for `coevolve`: a name of [`hevo_strategy::vocab::ESTIMATORS`].
     #[serde(default = "default_estimator")]
     pub estimator: String,
 }
@@ -167,6 +170,19 @@ fn default_rho() -> f64 {
 
 fn default_estimator() -> String {
     "auto".into()
+}
+
+impl EvaluationConfig {
+    /// The strategy this section names, with its options (validated names; an unknown name
+    /// is an error naming what is accepted).
+    pub fn kind(&self) -> Result<StrategyKind, UnknownName> {
+        let name: StrategyName = self.strategy.parse()?;
+        let options = StrategyOptions {
+            estimator: parse_estimator(&self.estimator)?,
+            ..StrategyOptions::default()
+        };
+        Ok(name.kind(&options))
+    }
 }
 
 impl Default for EvaluationConfig {
@@ -229,15 +245,6 @@ pub enum ConfigError {
     },
 }
 
-/// Strategy names `[evaluation] strategy` accepts.
-pub const STRATEGIES: [&str; 6] = [
-    "full",
-    "fixed",
-    "resample",
-    "coevolve",
-    "race",
-    "recommended",
-];
 
 impl RunConfig {
     /// Finds `hevo.toml` at `path` (a file, or a directory holding one) and loads it.
@@ -325,15 +332,8 @@ impl RunConfig {
                 "is 0: use at least 1, or leave it out for the number of cores".into(),
             ));
         }
-        if !STRATEGIES.contains(&self.evaluation.strategy.as_str()) {
-            return Err(bad(
-                "evaluation.strategy",
-                format!(
-                    "is `{}`: use one of {}",
-                    self.evaluation.strategy,
-                    STRATEGIES.join(", ")
-                ),
-            ));
+        if let Err(e) = self.evaluation.strategy.parse::<StrategyName>() {
+            return Err(bad("evaluation.strategy", e.to_string()));
         }
         if !(self.evaluation.rho > 0.0 && self.evaluation.rho <= 1.0) {
             return Err(bad(
@@ -344,14 +344,8 @@ impl RunConfig {
                 ),
             ));
         }
-        if !["hajek", "residual", "auto"].contains(&self.evaluation.estimator.as_str()) {
-            return Err(bad(
-                "evaluation.estimator",
-                format!(
-                    "is `{}`: use `hajek`, `residual` or `auto`",
-                    self.evaluation.estimator
-                ),
-            ));
+        if let Err(e) = parse_estimator(&self.evaluation.estimator) {
+            return Err(bad("evaluation.estimator", e.to_string()));
         }
         if let Some(v) = self.budget.max_usd {
             if !(v.is_finite() && v > 0.0) {

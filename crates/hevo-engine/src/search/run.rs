@@ -35,7 +35,7 @@ use super::archive::{
 use super::config::RunConfig;
 use super::runner::{CandidateRunner, Spend};
 use crate::harness::Harness;
-use crate::strategy::{self, CandidateId, Oracle, Strategy, StrategyConfig, StrategyKind};
+use hevo_strategy::strategy::{self, CandidateId, Oracle, Strategy, StrategyConfig, StrategyKind};
 use crate::suite::{Split, Suite};
 
 /// A candidate the loop knows about (a seed or an accepted proposal).
@@ -163,28 +163,6 @@ fn io_err<'a>(
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 struct LoopState {
     proposals_taken: u32,
-}
-
-/// Parses the strategy name of `[evaluation]` into a strategy kind.
-pub fn strategy_kind(name: &str, estimator: &str) -> Result<StrategyKind, SearchError> {
-    use hevo_stats::estimate::Estimator;
-    Ok(match name {
-        "full" => StrategyKind::Full,
-        "fixed" => StrategyKind::Fixed,
-        "resample" => StrategyKind::Resample,
-        "race" => StrategyKind::Race,
-        "recommended" | "default" => StrategyKind::Default,
-        "screen" => StrategyKind::Screen { minibatch: 3 },
-        "coevolve" => StrategyKind::Coevolve {
-            estimator: match estimator {
-                "hajek" => Some(Estimator::Hajek),
-                "residual" => Some(Estimator::Residual),
-                _ => None,
-            },
-            pi: strategy::PiMethod::MonteCarlo(4000),
-        },
-        other => return Err(SearchError::User(format!("unknown strategy `{other}`"))),
-    })
 }
 
 /// What the live oracle remembers across strategy calls.
@@ -340,7 +318,10 @@ pub fn run_search(
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
 
-    let kind = strategy_kind(&config.evaluation.strategy, &config.evaluation.estimator)?;
+    let kind = config
+        .evaluation
+        .kind()
+        .map_err(|e| SearchError::User(e.to_string()))?;
     let k = config.search.candidates_per_iteration;
     let mut strat: Box<dyn Strategy> = strategy::build(
         kind,

@@ -1,7 +1,7 @@
 //! Strategies driven through a counting oracle: budgets, determinism, strata, replay.
 
-use hevo_engine::replay::{run, Matrix, MatrixOracle, ReplayConfig};
-use hevo_engine::strategy::{build, per_candidate_budget, PiMethod, StrategyConfig, StrategyKind};
+use hevo_strategy::replay::{run, Matrix, MatrixOracle, ReplayConfig};
+use hevo_strategy::strategy::{build, per_candidate_budget, PiMethod, StrategyConfig, StrategyKind};
 use hevo_stats::design::Strata;
 use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::{rasch_matrix, SynthParams};
@@ -179,7 +179,7 @@ struct Counting<'a> {
     per_candidate: Vec<usize>,
 }
 
-impl hevo_engine::strategy::Oracle for Counting<'_> {
+impl hevo_strategy::strategy::Oracle for Counting<'_> {
     fn evaluate(&mut self, requests: &[(usize, usize)]) -> Vec<f64> {
         for &(c, _) in requests {
             self.per_candidate[c] += 1;
