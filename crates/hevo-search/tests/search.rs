@@ -409,3 +409,47 @@ fn the_evaluation_budget_stops_the_search_cleanly() {
     assert!(why.contains("budget of 100"), "{report:?}");
     assert!(report.pick.estimate.value.is_finite());
 }
+
+/// The store tells the truth (issue 10): its `estimates` hold the strategy's final estimate
+/// of every candidate (one row each, no per-batch placeholder), and under `full` each is
+/// recomputed exactly from the store's own trial rows: the mean over val tasks of each
+/// task's mean outcome.
+#[test]
+fn the_store_holds_the_estimates_the_strategy_made_and_they_recompute_from_its_trials() {
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"full\"\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    let db = rusqlite::Connection::open(dir.join("runs/test-run/hevo.db")).unwrap();
+    let rows: Vec<(i64, String, f64, String)> = db
+        .prepare(
+            "SELECT e.candidate_id, c.name, e.value, e.estimator FROM estimates e
+             JOIN candidates c ON c.id = e.candidate_id ORDER BY e.candidate_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        rows.len(),
+        report.candidates.len(),
+        "one estimate per candidate"
+    );
+    for (id, name, value, estimator) in &rows {
+        assert_eq!(estimator, "full");
+        let recomputed: f64 = db
+            .query_row(
+                "SELECT AVG(m) FROM (SELECT AVG(t.outcome) AS m FROM trials t
+                 JOIN tasks k ON k.id = t.task_id
+                 WHERE t.candidate_id = ?1 AND k.split = 'val' GROUP BY t.task_id)",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            (recomputed - value).abs() < 1e-12,
+            "{name}: store says {value}, its trials say {recomputed}"
+        );
+        let shown = report.candidates.iter().find(|c| &c.name == name).unwrap();
+        assert!((shown.estimate.value - value.clamp(0.0, 1.0)).abs() < 1e-12);
+    }
+}
