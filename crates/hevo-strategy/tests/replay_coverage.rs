@@ -66,6 +66,23 @@ fn same_seed_same_numbers_and_costs_are_reported() {
         assert!(share > 0.0 && share <= 1.0, "{share}");
         assert!(row.cost_usd.expect("dollars with costs") > 0.0);
     }
+    // Heavy-tailed costs: default buys information per dollar, paper coevolve does not.
+    let m = Matrix::synthetic(40, 120, &params, 5);
+    let kinds = vec![
+        StrategyKind::Coevolve {
+            estimator: Some(hevo_stats::estimate::Estimator::Hajek),
+            pi: hevo_strategy::strategy::PiMethod::MonteCarlo(500),
+        },
+        StrategyKind::Default,
+    ];
+    let r = run(&m, &cfg(kinds, 0.2, 10));
+    let (co, de) = (&r.strategies[0], &r.strategies[1]);
+    assert!(
+        de.cost_usd.unwrap() < 0.85 * co.cost_usd.unwrap(),
+        "default ${:?} vs coevolve ${:?}",
+        de.cost_usd,
+        co.cost_usd
+    );
     // Without a cost model there are no cost columns.
     let plain = Matrix::synthetic(20, 60, &SynthParams::near_identical(), 3);
     assert!(plain.cost.is_none());

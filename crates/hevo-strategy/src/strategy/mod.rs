@@ -18,27 +18,27 @@
 //! Strategies (see [`StrategyKind`]): `full`, `fixed` (Naive), `resample`
 //! (Random-Resample), `coevolve` (Task-CoEvolve, paper-faithful), `screen` (GEPA's
 //! minibatch screen), `race` (paired racing under one global budget) and `default` (the
-//! recommended one: racing + a final playoff + Rasch-GREG re-estimation).
+//! recommended one: racing, then verification of the finalists on every task).
 //!
 //! `default` in detail. The global budget is what a fixed `rho` spends after Phase 0,
-//! `sum_g ceil(rho N_g)` per expected candidate. Half of it goes to racing: each new
-//! candidate draws a nested Poisson sample (`pi_t` proportional to the Task-CoEvolve
-//! weights, capped at 1, exact) grown in batches of `m_g / 2`. Every batch is paired with
-//! the incumbent on the same tasks. `D = (1/N) sum_S (x_t(c) - x_t(inc)) / pi_t` is
-//! estimated with its exact Poisson variance, and the candidate is dropped if
-//! `D + 1.0 se < 0`, stops if `D - 2.0 se > 0`, and gets another batch otherwise (up to
-//! 8 batches, keeping every later candidate's first batch in reserve). A first batch that
-//! does not fit paired with an incumbent that is itself only sampled (its outcomes would be
-//! bought too) is screened against the best exactly known candidate instead and raced
-//! against the incumbent through both estimates; a candidate still without a trial may draw
-//! on the playoff's share, so none is left unevaluated (docs/replay.md). The other half is the
-//! playoff: the top 3 candidates by re-estimated score whose interval still reaches the
-//! best exactly known score get one more batch each, round after round, until the budget
-//! is spent. At every step and at the end, each candidate is re-estimated by GREG
-//! `S = mean_T yhat_ct + (1/N) sum_S (x_t - yhat_ct) / pi_t` with `yhat` from a Rasch fit
-//! on everything observed. Estimates are normal-approximation intervals. The adaptive
-//! stopping makes the final-level HT correction slightly optimistic (the usual sequential
-//! testing caveat).
+//! `sum_g ceil(rho N_g)` evaluations per expected candidate (with per-cell costs: the
+//! dollars those evaluations cost when drawn for information per unit of cost, see
+//! `Race::charge`). Half of it goes to racing: each new candidate draws a nested Poisson
+//! sample (`pi_t` proportional to the Task-CoEvolve weights divided by `sqrt(cost_t)`,
+//! capped at 1, exact) grown in batches of `m_g / 2`. Every batch is paired with the
+//! incumbent on the same tasks. `D = (1/N) sum_S (x_t(c) - x_t(inc)) / pi_t` is estimated
+//! with its exact Poisson variance, and the candidate is dropped if `D + 1.0 se < 0`, stops
+//! if `D - 2.0 se > 0`, and gets another batch otherwise (up to 8 batches, keeping every
+//! later candidate's first batch in reserve). A first batch that does not fit paired with
+//! a sampled incumbent is screened against the best exactly known candidate instead; a
+//! candidate still without a trial may draw on the verification share, so none is left
+//! unevaluated. The rest verifies (`default.rs`): the candidates whose interval still
+//! reaches the best exactly known score are evaluated on the rest of the val set, best
+//! estimate first; when that no longer fits, the top 3 get one more batch per round. The
+//! pick is the best exactly known candidate unless a sampled one beats it by 1.5 standard
+//! errors. Sampled candidates are re-estimated by Rasch-GREG
+//! ([`hevo_stats::estimate::greg_poisson`]); the pick's printed interval is
+//! [`Outcome::pick_interval`] (selection-adjusted).
 
 mod coevolve;
 mod core;

@@ -31,13 +31,17 @@ pub(crate) struct Race {
     pub(super) max_levels: f64,
 }
 
+/// Budget units per evaluation of average price (the budget counts in these units so that,
+/// with costs, a cell is charged its price; [`Race::charge`]).
+const UNIT: usize = 1000;
+
 /// Share of the racing budget kept for the final playoff of `default`.
 const PLAYOFF_SHARE: f64 = 0.5;
 
 impl Race {
     pub(super) fn new(core: Core, name: String, playoff: bool) -> Self {
         let per: usize = core.sizes().iter().sum();
-        let budget = Budget::new(per * core.expected);
+        let budget = Budget::new(per * core.expected * UNIT);
         Race {
             core,
             name,
@@ -191,6 +195,27 @@ impl Race {
             })
     }
 
+    /// The budget units `cells` cost. Without costs, [`UNIT`] per cell: the budget is the
+    /// number of evaluations a fixed `rho` spends. With costs, a cell of task `t` costs
+    /// `UNIT c_t / c_draw`, where `c_t` is the task's relative cost and `c_draw` the expected
+    /// relative cost of one evaluation drawn for information per unit of cost
+    /// (`pi_t ∝ w_t / sqrt(c_t)`: `c_draw = sum w sqrt(c) / sum w / sqrt(c)`). The budget is
+    /// then the dollars that `rho`'s evaluations cost when drawn that way, and a task twice
+    /// as expensive uses twice as much of it.
+    pub(super) fn charge(&self, cells: &[(CandidateId, usize)]) -> usize {
+        let Some(rc) = self.core.relative_costs() else {
+            return cells.len() * UNIT;
+        };
+        let w = coevolve_weights(&self.core.stats, self.core.params);
+        let num: f64 = w.iter().zip(&rc).map(|(w, c)| w * c.sqrt()).sum();
+        let den: f64 = w.iter().zip(&rc).map(|(w, c)| w / c.sqrt()).sum();
+        let draw = if den > 0.0 { num / den } else { 1.0 };
+        cells
+            .iter()
+            .map(|&(_, t)| ((UNIT as f64) * rc[t] / draw).round().max(1.0) as usize)
+            .sum()
+    }
+
     pub(super) fn racing_budget_left(&self) -> usize {
         if self.playoff {
             let keep = (self.budget.total() as f64 * PLAYOFF_SHARE).round() as usize;
@@ -272,9 +297,9 @@ impl Strategy for Race {
                 // the incumbent each; `default`'s first level keeps one screened against the
                 // anchor each, this iteration's other newcomers included.
                 let reserve = if level > 1.0 {
-                    later * (2 * first_batch + 1)
+                    later * (2 * first_batch + 1) * UNIT
                 } else if self.playoff {
-                    (later + active.len() - i - 1) * first_batch
+                    (later + active.len() - i - 1) * first_batch * UNIT
                 } else {
                     0
                 };
@@ -283,7 +308,7 @@ impl Strategy for Race {
                 let mut new = new_cells(inc);
                 // No trial yet (a first sample can also be drawn empty).
                 let unseen = self.core.obs[c].iter().all(Option::is_none);
-                if new.len() > allowed && unseen && self.playoff {
+                if self.charge(&new) > allowed && unseen && self.playoff {
                     if anchor != inc {
                         // Unaffordable paired with a sampled incumbent (whose outcomes on the
                         // batch must be bought too): screen it against the anchor, whose are
@@ -291,14 +316,15 @@ impl Strategy for Race {
                         pair = anchor;
                         new = new_cells(anchor);
                     }
-                    if new.len() > allowed {
+                    if self.charge(&new) > allowed {
                         // Still unaffordable (a sample drawn larger than expected, or after an
                         // empty one): a first batch may draw on the playoff's share rather than
                         // leave a candidate without a trial.
                         allowed = self.budget.remaining().saturating_sub(reserve);
                     }
                 }
-                if new.len() <= allowed && self.budget.try_spend(new.len()) {
+                let price = self.charge(&new);
+                if price <= allowed && self.budget.try_spend(price) {
                     cells.extend(new);
                     raised.push((c, pair));
                 }
