@@ -52,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 
 #: Used when harness.toml cannot be read; harness.toml's defaults win otherwise.
 DEFAULTS = {"shots": 2, "retrieval": "tfidf", "template": "plain", "scoring": "logprob",
-            "prefill": False, "calibrate": False}
+            "prefill": False, "calibrate": False, "memory": "none"}
 
 #: Content-free inputs for calibration; their label probabilities are averaged.
 CONTENT_FREE = ["N/A"]
@@ -122,6 +122,8 @@ def load_params() -> dict:
         raise HarnessError(f"unknown template {params['template']!r}; one of {list(TEMPLATES)}", 2)
     if params["scoring"] not in SCORINGS:
         raise HarnessError(f"unknown scoring {params['scoring']!r}; one of {list(SCORINGS)}", 2)
+    if params["memory"] not in MEMORIES:
+        raise HarnessError(f"unknown memory {params['memory']!r}; one of {list(MEMORIES)}", 2)
     if params["retrieval"] not in RETRIEVALS:
         raise HarnessError(f"unknown retrieval {params['retrieval']!r}; one of {list(RETRIEVALS)}", 2)
     try:
@@ -343,6 +345,77 @@ def content_free_probs(template: str, labels: list[str], demos: list[dict], pref
     return avg
 
 
+# ----------------------------------------------------------------------------- memory
+# This block is the same in zero-shot/harness.py and few-shot/harness.py (test_harnesses.py
+# checks it): a harness directory is copied whole into every candidate, so the two seeds
+# cannot share a module.
+
+#: memory = none: the model alone. knn: the labels of the train texts most like the input,
+#: weighted by similarity. bayes: naive Bayes over the words of the train split. Either
+#: multiplies the model's label probabilities; `prepare` builds it (memory.json).
+MEMORIES = ("none", "knn", "bayes")
+
+#: Train neighbours that vote with memory = knn.
+MEMORY_K = 8
+
+#: Additive smoothing: of a neighbour's similarity (knn), of a word count (bayes).
+KNN_EPS = 0.01
+BAYES_ALPHA = 1.0
+
+
+def memory_words(text: str) -> list[str]:
+    """The distinct lower-cased words of a text, sorted."""
+    return sorted(set(re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())))
+
+
+def build_memory(items: list[dict]) -> dict:
+    """Per group: every train text's words with its label (knn), each label's word counts
+    and the group's document frequencies (bayes, and knn's idf)."""
+    groups: dict[str, dict] = {}
+    for it in items:
+        g = groups.setdefault(it["group"], {"docs": [], "counts": {}, "df": {}})
+        ws = memory_words(it["text"])
+        g["docs"].append([ws, it["label"]])
+        counts = g["counts"].setdefault(it["label"], {})
+        for w in ws:
+            counts[w] = counts.get(w, 0) + 1
+            g["df"][w] = g["df"].get(w, 0) + 1
+    return groups
+
+
+def memory_probs(memory: dict, kind: str, text: str, group: str | None,
+                 labels: list[str]) -> dict[str, float]:
+    """The memory's distribution over `labels` for `text` (uniform if it has no such group)."""
+    g = memory.get(group or "")
+    if kind == "none" or not g:
+        return {lab: 1.0 / len(labels) for lab in labels}
+    ws = [w for w in memory_words(text) if w in g["df"]]
+    if kind == "knn":
+        n = len(g["docs"])
+        idf = {w: math.log((1 + n) / (1 + g["df"][w])) + 1 for w in ws}
+        qn = math.sqrt(sum(v * v for v in idf.values()))
+        sims = []
+        for doc, lab in g["docs"]:
+            dot = sum(idf[w] ** 2 for w in doc if w in idf)
+            dn = math.sqrt(sum((math.log((1 + n) / (1 + g["df"][w])) + 1) ** 2 for w in doc))
+            sims.append((dot / (qn * dn) if qn and dn else 0.0, lab))
+        sims.sort(key=lambda s: -s[0])
+        votes = {lab: KNN_EPS for lab in labels}
+        for sim, lab in sims[:MEMORY_K]:
+            if lab in votes:
+                votes[lab] += sim
+        return normalize(votes)
+    vocab = len(g["df"])
+    logp = {}
+    for lab in labels:
+        counts = g["counts"].get(lab, {})
+        total = sum(counts.values())
+        logp[lab] = sum(math.log((counts.get(w, 0) + BAYES_ALPHA) / (total + BAYES_ALPHA * vocab))
+                        for w in ws)
+    top = max(logp.values())
+    return normalize({lab: math.exp(v - top) for lab, v in logp.items()})
+
+
 # ----------------------------------------------------------------------------- entry points
 def group_labels(state: Path, group: str | None) -> list[str]:
     info = read_json(state / "labels.json", None)
@@ -378,6 +451,7 @@ def prepare() -> int:
     }
     Path("labels.json").write_text(json.dumps(labels, indent=1, sort_keys=True))
     Path("train.json").write_text(json.dumps(items, ensure_ascii=False))
+    Path("memory.json").write_text(json.dumps(build_memory(items), ensure_ascii=False))
     log(f"prepare: {n} train tasks, groups {labels['groups']}")
     params = load_params()
     # Without shots the calibration prompt does not depend on the input: compute it once here.
@@ -417,6 +491,13 @@ def trial() -> int:
         if params["calibrate"]:
             cf = content_free_probs(params["template"], labels, demos, params["prefill"], state)
             probs = normalize({lab: probs[lab] / max(cf.get(lab, 0.0), 1e-12) for lab in labels})
+        if params["memory"] != "none":
+            out["model_scores"] = {k: round(v, 6) for k, v in probs.items()}
+            memory = read_json(state / "memory.json", None)
+            if memory is None:
+                raise HarnessError(f"no memory.json in {state}: was prepare run?", 2)
+            mem = memory_probs(memory, params["memory"], text, task.get("group"), labels)
+            probs = normalize({lab: probs[lab] * mem[lab] for lab in labels})
         answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
         out["scores"] = {k: round(v, 6) for k, v in probs.items()}
     else:
