@@ -451,8 +451,8 @@ def memory_section(path: Path) -> str:
 
 
 class MemoryTest(HarnessTestBase):
-    """memory = knn | bayes: a memory of the train split, built by prepare, multiplies the
-    model's label probabilities."""
+    """memory = bayes: a memory of the train split, built by prepare, multiplies the model's
+    label probabilities."""
 
     def test_the_memory_code_is_the_same_in_both_harnesses(self):
         self.assertEqual(memory_section(ZERO / "harness.py"), memory_section(FEW / "harness.py"))
@@ -462,8 +462,8 @@ class MemoryTest(HarnessTestBase):
             state = self.prepare(h, train=MEMORY_TRAIN)
             mem = json.loads((state / "memory.json").read_text())
             self.assertEqual(mem["rev"]["counts"]["rotten"]["tedious"], 2)
-            self.assertEqual(mem["rev"]["df"]["film"], 2)
-            self.assertEqual(len(mem["rev"]["docs"]), 4)
+            self.assertEqual(mem["rev"]["counts"]["fresh"]["film"], 1)
+            self.assertIn("mess", mem["rev"]["vocab"])
 
     def test_the_memory_overrules_a_flat_model(self):
         self.server.behaviour = flat_behaviour
@@ -473,11 +473,14 @@ class MemoryTest(HarnessTestBase):
             plain = self.trial(h, state, inp, {"memory": "none", "shots": 0})
             self.assertEqual(plain["answer"], "fresh")
             self.assertNotIn("model_scores", plain)
-            for kind in ("knn", "bayes"):
-                out = self.trial(h, state, inp, {"memory": kind, "shots": 0})
-                self.assertEqual(out["answer"], "rotten", (h.name, kind))
-                self.assertAlmostEqual(out["model_scores"]["fresh"], 0.6, places=5)
-                self.assertGreater(out["scores"]["rotten"], 0.5)
+            out = self.trial(h, state, inp, {"memory": "bayes", "shots": 0})
+            self.assertEqual(out["answer"], "rotten", h.name)
+            self.assertAlmostEqual(out["model_scores"]["fresh"], 0.6, places=5)
+            self.assertGreater(out["scores"]["rotten"], 0.5)
+            # with generated answers too: the model says "fresh", the memory outweighs it
+            out = self.trial(h, state, inp, {"memory": "bayes", "shots": 0, "scoring": "generate"})
+            self.assertTrue(out["parsed"])
+            self.assertEqual(out["answer"], "rotten", h.name)
             # a text the memory knows nothing of leaves the model's answer
             out = self.trial(h, state, {"text": "zzz qqq", "group": "rev"},
                              {"memory": "bayes", "shots": 0})
@@ -505,11 +508,24 @@ class MemoryUnitTest(unittest.TestCase):
                  for t in MEMORY_TRAIN]
         cls.mem = cls.h.build_memory(items)
 
-    def test_bayes_and_knn_favour_the_label_of_similar_words(self):
-        for kind in ("knn", "bayes"):
-            p = self.h.memory_probs(self.mem, kind, "warm and fine", "rev", ["fresh", "rotten"])
-            self.assertGreater(p["fresh"], p["rotten"], kind)
-            self.assertAlmostEqual(sum(p.values()), 1.0)
+    def test_bayes_favours_the_label_whose_texts_share_the_words(self):
+        p = self.h.memory_probs(self.mem, "bayes", "warm and fine", "rev", ["fresh", "rotten"])
+        self.assertGreater(p["fresh"], p["rotten"])
+        self.assertAlmostEqual(sum(p.values()), 1.0)
+        # fresh texts hold 10 word occurrences, rotten 9, the vocabulary 11 words: "warm" and
+        # "fine" occur in two fresh texts and no rotten one, "and" in one rotten text
+        odds = ((3 / 21) ** 2 * (1 / 21)) / ((1 / 20) ** 2 * (2 / 20))
+        self.assertAlmostEqual(p["fresh"] / p["rotten"], odds, places=6)
+
+    def test_a_text_of_unknown_words_is_uniform(self):
+        p = self.h.memory_probs(self.mem, "bayes", "zzz qqq", "rev", ["fresh", "rotten"])
+        self.assertEqual(p, {"fresh": 0.5, "rotten": 0.5})
+
+    def test_a_generated_answer_as_a_distribution(self):
+        got = self.h.generated_probs("b", ["a", "b", "c"])
+        for lab, want in {"a": 0.1, "b": 0.8, "c": 0.1}.items():
+            self.assertAlmostEqual(got[lab], want)
+        self.assertEqual(self.h.generated_probs(None, ["a", "b"]), {"a": 0.5, "b": 0.5})
 
     def test_none_and_unknown_groups_are_uniform(self):
         self.assertEqual(self.h.memory_probs(self.mem, "none", "dull", "rev", ["a", "b"]),

@@ -258,17 +258,17 @@ def content_free_probs(template: str, labels: list[str], prefill: bool,
 # checks it): a harness directory is copied whole into every candidate, so the two seeds
 # cannot share a module.
 
-#: memory = none: the model alone. knn: the labels of the train texts most like the input,
-#: weighted by similarity. bayes: naive Bayes over the words of the train split. Either
-#: multiplies the model's label probabilities; `prepare` builds it (memory.json).
-MEMORIES = ("none", "knn", "bayes")
+#: memory = none: the model alone. bayes: naive Bayes over the words of the group's train
+#: texts, which `prepare` counts (memory.json); its label distribution multiplies the
+#: model's.
+MEMORIES = ("none", "bayes")
 
-#: Train neighbours that vote with memory = knn.
-MEMORY_K = 8
-
-#: Additive smoothing: of a neighbour's similarity (knn), of a word count (bayes).
-KNN_EPS = 0.01
+#: Add-one smoothing of the word counts.
 BAYES_ALPHA = 1.0
+
+#: With scoring = generate, the model's answer as a distribution: this much on the label it
+#: named, the rest spread over the others (uniform when it named none).
+GENERATED_WEIGHT = 0.8
 
 
 def memory_words(text: str) -> list[str]:
@@ -277,51 +277,44 @@ def memory_words(text: str) -> list[str]:
 
 
 def build_memory(items: list[dict]) -> dict:
-    """Per group: every train text's words with its label (knn), each label's word counts
-    and the group's document frequencies (bayes, and knn's idf)."""
+    """Per group: in how many train texts of each label every word occurs, and the
+    group's vocabulary size."""
     groups: dict[str, dict] = {}
     for it in items:
-        g = groups.setdefault(it["group"], {"docs": [], "counts": {}, "df": {}})
-        ws = memory_words(it["text"])
-        g["docs"].append([ws, it["label"]])
+        g = groups.setdefault(it["group"], {"counts": {}, "vocab": []})
         counts = g["counts"].setdefault(it["label"], {})
-        for w in ws:
+        for w in memory_words(it["text"]):
             counts[w] = counts.get(w, 0) + 1
-            g["df"][w] = g["df"].get(w, 0) + 1
+    for g in groups.values():
+        g["vocab"] = sorted(set().union(*(set(c) for c in g["counts"].values())))
     return groups
 
 
 def memory_probs(memory: dict, kind: str, text: str, group: str | None,
                  labels: list[str]) -> dict[str, float]:
-    """The memory's distribution over `labels` for `text` (uniform if it has no such group)."""
+    """The memory's distribution over `labels` for `text`: uniform for memory = none, a
+    group it has not seen, or a text with no word it knows."""
     g = memory.get(group or "")
     if kind == "none" or not g:
         return {lab: 1.0 / len(labels) for lab in labels}
-    ws = [w for w in memory_words(text) if w in g["df"]]
-    if kind == "knn":
-        n = len(g["docs"])
-        idf = {w: math.log((1 + n) / (1 + g["df"][w])) + 1 for w in ws}
-        qn = math.sqrt(sum(v * v for v in idf.values()))
-        sims = []
-        for doc, lab in g["docs"]:
-            dot = sum(idf[w] ** 2 for w in doc if w in idf)
-            dn = math.sqrt(sum((math.log((1 + n) / (1 + g["df"][w])) + 1) ** 2 for w in doc))
-            sims.append((dot / (qn * dn) if qn and dn else 0.0, lab))
-        sims.sort(key=lambda s: -s[0])
-        votes = {lab: KNN_EPS for lab in labels}
-        for sim, lab in sims[:MEMORY_K]:
-            if lab in votes:
-                votes[lab] += sim
-        return normalize(votes)
-    vocab = len(g["df"])
+    vocab = set(g["vocab"])
+    ws = [w for w in memory_words(text) if w in vocab]
     logp = {}
     for lab in labels:
         counts = g["counts"].get(lab, {})
         total = sum(counts.values())
-        logp[lab] = sum(math.log((counts.get(w, 0) + BAYES_ALPHA) / (total + BAYES_ALPHA * vocab))
-                        for w in ws)
+        logp[lab] = sum(math.log((counts.get(w, 0) + BAYES_ALPHA) /
+                                 (total + BAYES_ALPHA * len(vocab))) for w in ws)
     top = max(logp.values())
     return normalize({lab: math.exp(v - top) for lab, v in logp.items()})
+
+
+def generated_probs(parsed: str | None, labels: list[str]) -> dict[str, float]:
+    """A generated answer as a distribution over `labels` (see GENERATED_WEIGHT)."""
+    if parsed is None or len(labels) < 2:
+        return {lab: 1.0 / len(labels) for lab in labels}
+    rest = (1 - GENERATED_WEIGHT) / (len(labels) - 1)
+    return {lab: GENERATED_WEIGHT if lab == parsed else rest for lab in labels}
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -385,6 +378,12 @@ def trial() -> int:
     labels = group_labels(state, task.get("group"))
     messages = build_messages(params["template"], text, labels, params["prefill"])
     out: dict = {}
+    mem = {lab: 1.0 for lab in labels}
+    if params["memory"] != "none":
+        memory = read_json(state / "memory.json", None)
+        if memory is None:
+            raise HarnessError(f"no memory.json in {state}: was prepare run?", 2)
+        mem = memory_probs(memory, params["memory"], text, task.get("group"), labels)
     if params["scoring"] == "logprob":
         probs = normalize(label_probs(messages, labels))
         if params["calibrate"]:
@@ -392,10 +391,6 @@ def trial() -> int:
             probs = normalize({lab: probs[lab] / max(cf.get(lab, 0.0), 1e-12) for lab in labels})
         if params["memory"] != "none":
             out["model_scores"] = {k: round(v, 6) for k, v in probs.items()}
-            memory = read_json(state / "memory.json", None)
-            if memory is None:
-                raise HarnessError(f"no memory.json in {state}: was prepare run?", 2)
-            mem = memory_probs(memory, params["memory"], text, task.get("group"), labels)
             probs = normalize({lab: probs[lab] * mem[lab] for lab in labels})
         answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
         out["scores"] = {k: round(v, 6) for k, v in probs.items()}
@@ -407,6 +402,11 @@ def trial() -> int:
             raise HarnessError("the endpoint returned no message content")
         parsed = parse_label(generated, labels)
         answer = parsed if parsed is not None else labels[0]
+        if params["memory"] != "none":
+            probs = normalize({lab: p * mem[lab]
+                               for lab, p in generated_probs(parsed, labels).items()})
+            answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
+            out["scores"] = {k: round(v, 6) for k, v in probs.items()}
         out["generated"] = generated[:200]
         out["parsed"] = parsed is not None
     print(json.dumps({"answer": answer, **out}))
