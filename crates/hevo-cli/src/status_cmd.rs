@@ -65,9 +65,17 @@ pub fn view_error(e: ViewError) -> CliError {
     }
 }
 
+/// Writes `text` to stdout, without trailing blanks on its lines (padded empty columns).
 fn print(text: &str) -> Result<ExitCode, CliError> {
+    let mut tidy: String = text
+        .lines()
+        .map(|l| l.trim_end().to_string() + "\n")
+        .collect();
+    if !text.ends_with('\n') {
+        tidy.pop();
+    }
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()) {
+    match out.write_all(tidy.as_bytes()) {
         // A closed pipe (`| head`) is a clean stop.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Internal(e.into())),
         _ => Ok(ExitCode::SUCCESS),

@@ -131,7 +131,7 @@ fn headline(run: &RunView) -> String {
     row(
         "candidates",
         format!(
-            "{} evaluated over {} iteration(s), {} rejected",
+            "{} archived over {} iteration(s), {} rejected before evaluation",
             run.candidates.len(),
             run.iterations_done(),
             run.rejected.len()
@@ -298,13 +298,13 @@ fn spend_section(run: &RunView) -> String {
     for a in &series {
         let x = f.x(a.iteration as f64);
         for (dx, v, color, what) in [
-            (-14.0, a.full_trials, "#cccccc", "full evaluation"),
+            (-20.0, a.full_trials, "#cccccc", "full evaluation"),
             (0.0, a.trials, "#2ca02c", "this search"),
         ] {
             let y = f.y(v as f64);
             let _ = writeln!(
                 s,
-                "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"14\" height=\"{:.1}\" fill=\"{color}\"><title>iteration {}: {what} {v} trials</title></rect>",
+                "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"20\" height=\"{:.1}\" fill=\"{color}\"><title>iteration {}: {what} {v} trials</title></rect>",
                 x + dx,
                 (base - y).max(0.0),
                 a.iteration
