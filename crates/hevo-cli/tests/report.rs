@@ -382,3 +382,55 @@ fn unknown_runs_and_candidates_exit_2_and_say_what_exists() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-run"));
 }
+
+/// The commands of docs/report.md, run as written (in a copy of the examples), and its
+/// sample `status` output found in the real one: the page cannot rot.
+#[test]
+fn the_commands_in_docs_report_md_work_as_written() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report.md"))
+            .unwrap();
+    let block = |lang: &str| -> Vec<String> {
+        let start = doc.find(&format!("```{lang}\n")).unwrap() + lang.len() + 4;
+        let end = start + doc[start..].find("```").unwrap();
+        doc[start..end].lines().map(str::to_string).collect()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("examples")).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("threshold"))
+        .arg(tmp.path().join("examples"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut status_out = String::new();
+    for line in block("sh") {
+        let line = line.split('#').next().unwrap().trim();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[0], "hevo", "{line}");
+        let mut cmd = hevo();
+        cmd.args(&words[1..]).current_dir(tmp.path());
+        if words[1] == "run" {
+            cmd.arg("--no-progress");
+        }
+        let out = ok(&cmd.output().unwrap());
+        if words[1] == "status" {
+            status_out = out;
+        }
+    }
+    assert!(tmp
+        .path()
+        .join("examples/threshold/runs/threshold/report.html")
+        .is_file());
+    for line in block("text") {
+        if line.trim() == "..." {
+            continue;
+        }
+        let line = line.replace("directory: runs/threshold", "directory: ");
+        assert!(
+            status_out.lines().any(|l| l.contains(line.trim())),
+            "docs/report.md shows {line:?}, which `hevo status` does not print:\n{status_out}"
+        );
+    }
+}

@@ -64,6 +64,9 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
                 .collect(),
         });
     }
+    // Traces are stored with absolute paths; an absolute run directory makes them
+    // relative to it.
+    let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let store = Store::open_read_only(&dir.join("hevo.db"))?;
     let names = store_candidates(&store)?;
     let trials = read_trials(&store, true)?;
