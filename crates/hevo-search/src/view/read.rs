@@ -70,6 +70,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
     let store = Store::open_read_only(&dir.join("hevo.db"))?;
     let names = store_candidates(&store)?;
     let trials = read_trials(&store, true)?;
+    let by_candidate = group(&trials);
     let val_tasks = count_val_tasks(&store)?;
     let trials_per_task = trials.iter().map(|t| t.index + 1).max().unwrap_or(1);
 
@@ -99,12 +100,11 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
             meta.name
         };
         let store_id = names.get(&name).copied();
-        let mine: Vec<&Trial> = trials
-            .iter()
-            .filter(|t| Some(t.candidate) == store_id)
-            .collect();
+        let mine: &[&Trial] = store_id
+            .and_then(|id| by_candidate.get(&id))
+            .map_or(&[], Vec::as_slice);
         let mut spend = Spend::default();
-        for t in &mine {
+        for t in mine {
             spend.add(&t.spend);
         }
         let status = match &scores {
@@ -134,7 +134,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
             status,
             trials: mine.len() as u64,
             spend,
-            tasks: per_task(&mine),
+            tasks: per_task(mine),
             trace_dir,
         });
     }
@@ -253,6 +253,15 @@ fn read_trials(store: &Store, val_only: bool) -> Result<Vec<Trial>, ViewError> {
     Ok(rows.collect::<Result<_, _>>().map_err(q)?)
 }
 
+/// Trials by candidate id, each in the store's order (task, trial index).
+fn group(trials: &[Trial]) -> BTreeMap<i64, Vec<&Trial>> {
+    let mut out: BTreeMap<i64, Vec<&Trial>> = BTreeMap::new();
+    for t in trials {
+        out.entry(t.candidate).or_default().push(t);
+    }
+    out
+}
+
 /// Groups one candidate's trials (sorted by task) into per-task outcomes.
 fn per_task(trials: &[&Trial]) -> Vec<TaskOutcome> {
     let mut out: Vec<TaskOutcome> = Vec::new();
@@ -292,13 +301,13 @@ fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>,
     let store = Store::open_read_only(&db)?;
     let names = store_candidates(&store)?;
     let trials = read_trials(&store, false)?;
+    let by_candidate = group(&trials);
     let mut out = Vec::new();
     for (name, id) in names {
-        let mine: Vec<&Trial> = trials.iter().filter(|t| t.candidate == id).collect();
-        if mine.is_empty() {
+        let Some(mine) = by_candidate.get(&id) else {
             continue;
-        }
-        let tasks = per_task(&mine);
+        };
+        let tasks = per_task(mine);
         let means: Vec<f64> = tasks.iter().map(|t| t.outcome).collect();
         let role = record.map_or(String::new(), |r| {
             let mut roles = Vec::new();
