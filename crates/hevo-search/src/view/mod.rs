@@ -146,7 +146,7 @@ pub enum ViewError {
         known: Vec<String>,
     },
     /// The run has no candidate of that name.
-    #[error("run `{}` has no candidate `{name}`; it has: {}", run.display(), known.join(", "))]
+    #[error("run `{}` has no candidate `{name}`; {}", run.display(), known_candidates(known))]
     UnknownCandidate {
         /// The run directory.
         run: PathBuf,
@@ -173,6 +173,14 @@ fn known_runs(known: &[String]) -> String {
         "there is no run directory next to it either; pass the directory `hevo run` printed".into()
     } else {
         format!("run directories next to it: {}", known.join(", "))
+    }
+}
+
+fn known_candidates(known: &[String]) -> String {
+    if known.is_empty() {
+        "it has no archived candidate yet".into()
+    } else {
+        format!("it has: {}", known.join(", "))
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use hevo_runtime::spend::Spend;
 use hevo_stats::estimate::Estimate;
+use hevo_stats::pareto::{non_dominated, tier_picks, Point};
 use serde::Serialize;
 
 use super::{best_of, RunView};
@@ -153,6 +154,72 @@ pub fn pool_per_iteration(run: &RunView) -> Vec<PoolAt> {
         .collect()
 }
 
+/// Pass rate against cost: every estimated candidate, its Pareto front and HarnessPro's
+/// lite/medium/heavy picks (`hevo_stats::pareto::tier_picks`, floored at the best seed).
+#[derive(Clone, Debug, Serialize)]
+pub struct ParetoView {
+    /// What the cost axis is: dollars per trial, or tokens per trial when no trial cost
+    /// a dollar (a free local model, or no model).
+    pub cost_label: &'static str,
+    /// `(candidate seq, estimate, cost per trial)` of every candidate with an estimate and
+    /// a trial.
+    pub points: Vec<(usize, f64, f64)>,
+    /// The seqs of the non-dominated points.
+    pub front: Vec<usize>,
+    /// The seqs of the lite, medium and heavy picks.
+    pub picks: [Option<usize>; 3],
+}
+
+/// The pass-rate/cost picture of a run.
+pub fn pareto(run: &RunView) -> ParetoView {
+    let measured: Vec<_> = run
+        .candidates
+        .iter()
+        .filter(|c| c.trials > 0 && c.estimate.is_some_and(|e| e.value.is_finite()))
+        .collect();
+    let dollars = measured.iter().any(|c| c.spend.cost_usd > 0.0);
+    let points: Vec<(usize, f64, f64)> = measured
+        .iter()
+        .map(|c| {
+            let total = if dollars {
+                c.spend.cost_usd
+            } else {
+                c.spend.total_tokens() as f64
+            };
+            (
+                c.seq,
+                c.estimate.map_or(f64::NAN, |e| e.value),
+                total / c.trials as f64,
+            )
+        })
+        .collect();
+    let pts: Vec<Point> = points
+        .iter()
+        .map(|&(_, pass_rate, cost)| Point { pass_rate, cost })
+        .collect();
+    let seed_floor = measured
+        .iter()
+        .zip(&points)
+        .filter(|(c, _)| c.iteration == 0)
+        .map(|(_, p)| p.1)
+        .fold(f64::NAN, f64::max);
+    let picks = tier_picks(&pts, seed_floor);
+    let seq = |i: Option<usize>| i.map(|i| points[i].0);
+    ParetoView {
+        cost_label: if dollars {
+            "dollars per trial"
+        } else {
+            "tokens per trial"
+        },
+        front: non_dominated(&pts)
+            .into_iter()
+            .map(|i| points[i].0)
+            .collect(),
+        picks: [seq(picks.lite), seq(picks.medium), seq(picks.heavy)],
+        points,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +275,21 @@ mod tests {
             rejected: vec![],
             test: vec![],
         }
+    }
+
+    #[test]
+    fn the_front_and_picks_follow_pass_rate_against_cost() {
+        let mut cs = vec![
+            cand(0, 0, Some(0.5), &[("a", 1.0), ("b", 0.0)]), // seed, $0.5 per trial
+            cand(1, 1, Some(0.8), &[("a", 1.0)]),
+            cand(2, 1, Some(0.4), &[("a", 1.0)]), // below the seed
+        ];
+        cs[1].spend.cost_usd = 2.0; // $2 per trial: better and dearer
+        let p = pareto(&run(cs));
+        assert_eq!(p.cost_label, "dollars per trial");
+        // c2 costs the same per trial as the seed and scores less: dominated.
+        assert_eq!(p.front, vec![0, 1]);
+        assert_eq!(p.picks, [Some(0), Some(0), Some(1)]);
     }
 
     #[test]

@@ -94,6 +94,24 @@ impl Frame {
 
     /// Axes with integer x ticks (iterations) and the given y ticks with their labels.
     pub fn axes(&self, x_label: &str, y_label: &str, y_ticks: &[(f64, String)]) -> String {
+        let first = self.x0.ceil() as i64;
+        let last = self.x1.floor() as i64;
+        let step = ((last - first) / 12).max(1);
+        let x_ticks: Vec<(f64, String)> = (first..=last)
+            .step_by(step as usize)
+            .map(|i| (i as f64, i.to_string()))
+            .collect();
+        self.axes_with(x_label, &x_ticks, y_label, y_ticks)
+    }
+
+    /// Axes with the given ticks on both.
+    pub fn axes_with(
+        &self,
+        x_label: &str,
+        x_ticks: &[(f64, String)],
+        y_label: &str,
+        y_ticks: &[(f64, String)],
+    ) -> String {
         let mut s = String::new();
         let (bx, by) = (self.x(self.x0), self.y(self.y0));
         let (ex, ey) = (self.x(self.x1), self.y(self.y1));
@@ -108,20 +126,16 @@ impl Frame {
                 esc(label)
             );
         }
-        let first = self.x0.ceil() as i64;
-        let last = self.x1.floor() as i64;
-        let step = ((last - first) / 12).max(1);
-        let mut i = first;
-        while i <= last {
-            let x = self.x(i as f64);
+        for (v, label) in x_ticks {
+            let x = self.x(*v);
             let _ = writeln!(
                 s,
                 "<line class=\"axis\" x1=\"{x:.1}\" y1=\"{by:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
-                 <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{i}</text>",
+                 <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
                 by + 4.0,
-                by + 18.0
+                by + 18.0,
+                esc(label)
             );
-            i += step;
         }
         let _ = writeln!(
             s,
@@ -186,6 +200,21 @@ pub fn count_ticks(max: f64) -> Vec<(f64, String)> {
         }
         v += step;
     }
+}
+
+/// Five evenly spaced ticks from 0 to `max`, labelled with enough digits to tell apart.
+pub fn value_ticks(max: f64) -> Vec<(f64, String)> {
+    let digits = if max >= 10.0 {
+        0
+    } else {
+        (2.0 - max.log10().floor()).clamp(0.0, 8.0) as usize
+    };
+    (0..=4)
+        .map(|i| {
+            let v = max * i as f64 / 4.0;
+            (v, format!("{v:.digits$}"))
+        })
+        .collect()
 }
 
 #[cfg(test)]
