@@ -176,6 +176,41 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
     }
     assert!(dom.contains("id=\"cand-table\""));
 
+    // The table sorts in a real browser: click the estimate header, read the row order.
+    let clicked = run.parent().unwrap().join("sorted.html");
+    std::fs::write(
+        &clicked,
+        html.replace(
+            "</body>",
+            "<script>document.querySelectorAll('#cand-table th')[6].click();</script></body>",
+        ),
+    )
+    .unwrap();
+    let (dom, console) = open_in_chromium(&bin, &clicked, &["--dump-dom"]);
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let table = &dom[dom.find("id=\"cand-table\"").unwrap()..];
+    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
+    let order: Vec<&str> = body
+        .split("</tr>")
+        .filter_map(|row| {
+            let a = &row[row.find("<a href=\"#cand-")?..];
+            Some(&a[a.find('>')? + 1..a.find("</a>")?])
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "seed",
+            "seed.i1c1",
+            "seed.i1c0",
+            "seed.i2c0",
+            "seed.i2c1",
+            "seed.i3c0",
+            "seed.i3c1"
+        ],
+        "sorted by estimate, ascending"
+    );
+
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report");
     std::fs::create_dir_all(&shots).unwrap();
     let shot = shots.join("threshold-report.png");
