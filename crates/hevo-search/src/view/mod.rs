@@ -9,10 +9,11 @@
 //! test/hevo.db                 the test split, once `finalize` has run
 //! ```
 //!
-//! [`RunView::open`] reads everything into plain data; [`pool`] and [`spend`] derive the
-//! task pool and spend series from it; [`diff`] compares a candidate's code with its
-//! parent's; [`html`] renders the self-contained report. Nothing here writes into the run
-//! directory except [`html::write_report`].
+//! [`RunView::open`] reads everything into plain data; [`series`] derives what the charts
+//! draw (best per iteration, spend against full evaluation, the task pool, the Pareto
+//! front); [`diff`] compares a candidate's code with its parent's; [`html`] renders the
+//! self-contained report. Nothing here writes into the run directory except
+//! [`html::write_report`].
 
 pub mod diff;
 pub mod html;
