@@ -201,7 +201,10 @@ fn status_text(run: &RunView) -> String {
             c.parent.as_deref().unwrap_or("-"),
             c.axis,
             c.status,
-            est(c.estimate),
+            match (c.estimate, c.raw_mean()) {
+                (None, Some(m)) => format!("raw mean {m:.3}"),
+                (e, _) => est(e),
+            },
             c.trials
         );
     }

@@ -284,8 +284,9 @@ fn status_of_a_search_that_has_not_finished_shows_the_best_so_far() {
         "{text}"
     );
     assert!(
-        text.lines()
-            .any(|l| l.contains("seed.i3c1") && l.contains("evaluating")),
+        text.lines().any(|l| l.contains("seed.i3c1")
+            && l.contains("evaluating")
+            && l.contains("raw mean 1.000")),
         "{text}"
     );
     assert!(!text.contains("test split"), "{text}");

@@ -87,6 +87,18 @@ pub struct CandidateView {
     pub trace_dir: Option<PathBuf>,
 }
 
+impl CandidateView {
+    /// The plain mean of its per-task outcomes so far (`None` before its first trial): what
+    /// to look at while the strategy has not made an estimate yet. Not an estimate of the
+    /// full validation score: the tasks run first are not a random sample.
+    pub fn raw_mean(&self) -> Option<f64> {
+        if self.tasks.is_empty() {
+            return None;
+        }
+        Some(self.tasks.iter().map(|t| t.outcome).sum::<f64>() / self.tasks.len() as f64)
+    }
+}
+
 /// One candidate's trials on one task.
 #[derive(Clone, Debug, Serialize)]
 pub struct TaskOutcome {
