@@ -6,6 +6,7 @@
 //! - [`scorer`]: turning an answer into an outcome (`label`, `exact`, `command`, `program`);
 //! - [`launch`]: the one seam through which every trial-side process starts
 //!   ([`launch::Launcher`]; the sandbox wraps it), its environment and process-group kill;
+//! - [`slurm`]: the launcher that runs every process as a job of a Slurm cluster;
 //! - [`trial`]: one harness process on one task (working directory, environment, limits);
 //! - [`executor`]: running many trials in parallel, longest first;
 //! - [`model_access`]: the gateway key of each trial and its spend;
@@ -33,6 +34,7 @@ mod prepare;
 pub mod report;
 pub mod rt;
 pub mod scorer;
+pub mod slurm;
 pub mod spend;
 pub mod store;
 pub mod suite;

@@ -568,6 +568,11 @@ pub fn run_search(
                 .unwrap_or(Estimate::exact(f64::NAN)),
             estimator: strat.name(),
             tasks_used: oracle.outcomes.get(&c.seq).map_or(0, |o| o.len()),
+            design: strat
+                .design(c.seq)
+                .iter()
+                .map(|&(t, pi)| (val_ids[t].clone(), pi))
+                .collect(),
         };
         runner
             .record_estimate(&c.code(), &estimate)

@@ -64,7 +64,8 @@ pub trait CandidateRunner {
     /// harness printed a parsable answer, else the reason.
     fn smoke(&mut self, name: &str, code_dir: &Path, task_id: &str) -> Result<(), String>;
 
-    /// Records the strategy's final estimate of `code_dir`'s candidate in the store.
+    /// Records the strategy's final estimate of `code_dir`'s candidate in the store, with
+    /// the design it rests on (the `draws` table).
     fn record_estimate(
         &mut self,
         code_dir: &Path,
@@ -83,6 +84,8 @@ pub struct FinalEstimate {
     pub estimator: String,
     /// Distinct tasks the candidate was evaluated on.
     pub tasks_used: usize,
+    /// The design behind the estimate: task ids with their inclusion probabilities.
+    pub design: Vec<(String, f64)>,
 }
 
 /// Where progress lines go (the CLI prints them on stderr).
@@ -240,7 +243,15 @@ impl CandidateRunner for LiveRunner {
             estimator: e.estimator.clone(),
             tasks_used: e.tasks_used,
         };
-        Ok(self.evaluator.store().insert_estimate(&row)?)
+        self.evaluator.store().insert_estimate(&row)?;
+        let run_id = self.evaluator.run_id().to_string();
+        self.evaluator.store_mut().record_draws(
+            &run_id,
+            candidate.candidate_id,
+            &e.label,
+            &e.design,
+        )?;
+        Ok(())
     }
 
     fn evaluate(

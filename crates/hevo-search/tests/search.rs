@@ -453,3 +453,63 @@ fn the_store_holds_the_estimates_the_strategy_made_and_they_recompute_from_its_t
         assert!((shown.estimate.value - value.clamp(0.0, 1.0)).abs() < 1e-12);
     }
 }
+
+/// The store keeps what the strategy drew (issue 10): under `coevolve/hajek` each
+/// candidate's `draws` (task, inclusion probability) and its trial rows give back the
+/// estimate the store and the archive report, by the Hajek formula per stratum
+/// `sum(y/pi) / sum(1/pi)`, strata averaged.
+#[test]
+fn the_picks_estimate_recomputes_from_the_draws_and_trials_in_the_store() {
+    let (_tmp, dir) =
+        setup_fast("[evaluation]\nstrategy = \"coevolve\"\nestimator = \"hajek\"\nrho = 0.3\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    let db = rusqlite::Connection::open(dir.join("runs/test-run/hevo.db")).unwrap();
+    let estimates: Vec<(i64, String, f64)> = db
+        .prepare(
+            "SELECT e.candidate_id, c.name, e.value FROM estimates e
+             JOIN candidates c ON c.id = e.candidate_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(estimates.len(), report.candidates.len());
+    let mut sampled = 0;
+    for (id, name, value) in &estimates {
+        // (group, y, pi) of every drawn task.
+        let rows: Vec<(Option<String>, f64, f64)> = db
+            .prepare(
+                "SELECT k.grp, AVG(t.outcome), d.inclusion_prob FROM draws d
+                 JOIN trials t ON t.candidate_id = d.candidate_id AND t.task_id = d.task_id
+                 JOIN tasks k ON k.id = d.task_id
+                 WHERE d.candidate_id = ?1 AND d.label = 'val' GROUP BY d.task_id",
+            )
+            .unwrap()
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(!rows.is_empty(), "{name} has no draws");
+        if rows.iter().any(|r| r.2 < 1.0) {
+            sampled += 1;
+        }
+        let mut groups: std::collections::BTreeMap<Option<String>, (f64, f64)> = Default::default();
+        for (g, y, pi) in &rows {
+            let e = groups.entry(g.clone()).or_default();
+            e.0 += y / pi;
+            e.1 += 1.0 / pi;
+        }
+        let recomputed = groups.values().map(|(a, b)| a / b).sum::<f64>() / groups.len() as f64;
+        assert!(
+            (recomputed - value).abs() < 1e-9,
+            "{name}: the store says {value}, its draws and trials say {recomputed}"
+        );
+    }
+    assert!(
+        sampled > 0,
+        "no candidate was sampled: the test shows nothing"
+    );
+    let pick = report.pick.name.clone();
+    assert!(estimates.iter().any(|(_, n, _)| *n == pick));
+}
