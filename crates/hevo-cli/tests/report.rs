@@ -123,17 +123,36 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
         html.matches("http://www.w3.org/2000/svg").count(),
         "the report refers to the network"
     );
-    // The key numbers are text, not drawn by a script.
+    // The key numbers are text, not drawn by a script: the pick and its interval from
+    // search.json, the trials from the store.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("search.json")).unwrap()).unwrap();
+    let pick = record["pick"].as_str().unwrap();
+    let e = &record["estimates"][pick];
+    let pick_est = format!(
+        "{:.3} [{:.3}, {:.3}]",
+        e["value"].as_f64().unwrap(),
+        e["ci_low"].as_f64().unwrap(),
+        e["ci_high"].as_f64().unwrap()
+    );
+    let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
+    let trials: i64 = db
+        .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap();
+    let id: i64 = db
+        .query_row("SELECT id FROM candidates WHERE name = ?1", [pick], |r| {
+            r.get(0)
+        })
+        .unwrap();
     for needle in [
-        "seed.i3c1",
-        "110 of 280 for full evaluation",
-        "1.000 [0.996, 1.000]",
-        "diff against seed.i2c0",
-        "+default = 6",
-        "Test split (finalize)",
-        "href=\"traces/c7\"",
+        format!("{pick}</a> (iteration 3): <b class=\"num\">{pick_est}</b>"),
+        format!("{trials} of 280 for full evaluation"),
+        "diff against seed.i2c0".into(),
+        "+default = 6".into(),
+        "Test split (finalize)".into(),
+        format!("href=\"traces/c{id}\""),
     ] {
-        assert!(html.contains(needle), "the report lacks {needle:?}");
+        assert!(html.contains(&needle), "the report lacks {needle:?}");
     }
 
     let Some(bin) = chromium() else {
