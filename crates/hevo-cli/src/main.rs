@@ -10,7 +10,9 @@ mod eval_progress;
 mod model_cmd;
 mod model_setup;
 mod replay_cmd;
+mod report_cmd;
 mod run_cmd;
+mod status_cmd;
 
 use std::process::ExitCode;
 
@@ -49,6 +51,14 @@ enum Command {
     Replay(replay_cmd::Args),
     /// Manage and try the local model (pull, list, run).
     Model(model_cmd::Args),
+    /// Write a run's self-contained HTML report (RUN/report.html).
+    Report(report_cmd::Args),
+    /// Summarize a run in the terminal, also while its search is running.
+    Status(status_cmd::StatusArgs),
+    /// Show one candidate of a run: scores, interval, per-task outcomes, cost, diff.
+    Show(status_cmd::ShowArgs),
+    /// List the runs under a directory (default: runs/).
+    Ls(status_cmd::LsArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +84,10 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval_cmd::run(args, &cancel),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Model(args) => model_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
+        Command::Status(args) => status_cmd::status(args),
+        Command::Show(args) => status_cmd::show(args),
+        Command::Ls(args) => status_cmd::ls(args),
     };
     match result {
         Ok(code) => code,

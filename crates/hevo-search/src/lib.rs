@@ -6,7 +6,8 @@
 //! - [`run`]: the loop (Phase 0, iterations, validation, resume) driving a
 //!   `hevo_strategy` strategy through a live oracle;
 //! - [`runner`]: evaluates a batch of trials for the loop through `hevo_runtime`;
-//! - [`finalize`]: the test split, once, after a search.
+//! - [`finalize`]: the test split, once, after a search;
+//! - [`view`]: what a run directory shows (`hevo report`, `status`, `show`, `ls`).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:
 //! trials, the store and model access are `hevo-runtime`'s, the policy is
@@ -19,3 +20,4 @@ pub mod finalize;
 pub mod proposer;
 pub mod run;
 pub mod runner;
+pub mod view;
