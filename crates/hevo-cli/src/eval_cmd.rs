@@ -107,6 +107,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
 
     let mut plan = eval::plan(opts).map_err(to_cli)?;
     eprintln!("hevo: run dir {}", plan.run_dir.display());
+    let launcher = crate::launcher()?;
     let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
     let model = match &layer {
@@ -117,7 +118,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let (tx, rx) = mpsc::channel();
     let mode = eval_progress::Mode::choose(args.no_progress);
     let reporter = std::thread::spawn(move || eval_progress::render(rx, mode));
-    let result = eval::run(&plan, Some(tx));
+    let result = eval::run_with(&plan, launcher, Some(tx));
     let _ = reporter.join();
     model.shutdown();
     let report = match result {

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use hevo_runtime::cancel::Cancel;
-use hevo_runtime::launch::LocalLauncher;
 use hevo_search::config::RunConfig;
 use hevo_search::finalize::{
     finalize, FinalizeError, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
@@ -148,7 +147,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         .map_err(|e| user(format!("cannot create `{}`: {e}", run_dir.display())))?;
     log(&format!("run directory: {}", run_dir.display()));
     let model = ModelLayer::start(&config, &config_file, &run_dir, &mut log)?;
-    let launcher = Arc::new(LocalLauncher);
+    let launcher = crate::launcher()?;
     let jobs = config
         .search
         .jobs
@@ -408,7 +407,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         jobs: args.jobs.unwrap_or_else(hevo_runtime::eval::default_jobs),
         model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
-        launcher: Arc::new(LocalLauncher),
+        launcher: crate::launcher()?,
         cancel: cancel.clone(),
     };
     let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?;

@@ -139,6 +139,18 @@ pub enum EvalError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another hevo process is using the run directory (a user error).
+    #[error(
+        "run directory `{}` is in use by another hevo process (pid {holder}); wait for it to \
+         finish or stop it, or pass another `--run-dir`",
+        run_dir.display()
+    )]
+    Locked {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The pid written by the holder.
+        holder: String,
+    },
     /// The harness's `prepare` step failed.
     #[error("`prepare` of harness `{harness}` failed: {message} (see `{}`)", trace.display())]
     Prepare {
@@ -171,6 +183,7 @@ impl EvalError {
                 | EvalError::Harness(_)
                 | EvalError::NoTasks { .. }
                 | EvalError::Option(_)
+                | EvalError::Locked { .. }
         )
     }
 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::harness::resolve_argv;
-use crate::launch::{base_env, with_suffix, Exit, LaunchSpec, Launcher};
+use crate::launch::{base_env, with_suffix, Access, Exit, LaunchSpec, Launcher};
 use crate::task::Task;
 
 /// The `[scorer]` table of `suite.toml`.
@@ -259,6 +259,13 @@ fn scorer_spec(
         output_cap: ctx.output_cap,
         tail_bytes: 4096,
         cancel: ctx.cancel.clone(),
+        // The suite's scorer sees the suite and the trial's directory (read-only when it
+        // is not where it runs); the harness is gone by then, with its whole sandbox.
+        access: Access {
+            cwd_read_only: cwd != ctx.workdir,
+            read_only: vec![ctx.suite_dir.to_path_buf(), ctx.workdir.to_path_buf()],
+            writable: Vec::new(),
+        },
     }
 }
 

@@ -432,6 +432,27 @@ fn resolve_files(suite_dir: &Path, rel: &str) -> Result<PathBuf, String> {
     Ok(full)
 }
 
+/// The content key of a task under a scorer: SHA-256 over its input, expected answer, the
+/// scorer's configuration and its `files` folder. A stored trial counts for the task only
+/// while the key is the same, so editing `tasks.jsonl` or `[scorer]` re-runs what changed.
+pub fn task_key(task: &crate::task::Task, scorer: &crate::scorer::ScorerConfig) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [
+        task.input.to_string(),
+        task.expected.to_string(),
+        serde_json::to_string(scorer).unwrap_or_default(),
+        task.files
+            .as_deref()
+            .and_then(|f| crate::harness::content_hash(f).ok())
+            .unwrap_or_default(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

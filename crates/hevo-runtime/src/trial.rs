@@ -15,7 +15,7 @@ use crate::cancel::Cancel;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::launch::{base_env, with_suffix, Exit, LaunchSpec, Launcher};
+use crate::launch::{base_env, with_suffix, Access, Exit, LaunchSpec, Launcher};
 
 use crate::harness::Harness;
 use crate::model_access::{ModelAccess, ModelEnv};
@@ -257,6 +257,11 @@ async fn run_trial_inner(
         output_cap: settings.output_cap,
         tail_bytes: ANSWER_TAIL_BYTES,
         cancel: req.cancel.clone(),
+        access: Access::reading(
+            std::iter::once(req.harness.dir.clone())
+                .chain(settings.state_dir.clone())
+                .collect(),
+        ),
     };
     let launched = launcher.launch(spec).await;
     // The key expires as soon as the harness is gone: nothing else can spend on its behalf.
