@@ -120,6 +120,7 @@ impl Evaluator {
         std::fs::create_dir_all(&config.run_dir).map_err(run_dir_err)?;
         let run_dir = config.run_dir.canonicalize().map_err(run_dir_err)?;
         let lock = crate::run_lock::RunLock::acquire(&run_dir)?;
+        crate::trial::clean_leftover_workdirs(&config.work_root);
         let mut store = Store::open(&run_dir.join("hevo.db"))?;
         store.ensure_run(&config.run_id, &config.kind, &config.config_json)?;
         let rows: Vec<TaskRow> = config
@@ -183,7 +184,7 @@ impl Evaluator {
             harness
                 .manifest
                 .timeout_s
-                .map(Duration::from_secs_f64)
+                .and_then(crate::limits::seconds)
                 .unwrap_or(DEFAULT_TIMEOUT)
         })
     }
@@ -266,8 +267,12 @@ impl Evaluator {
         batch: &Batch<'_>,
         progress: Option<mpsc::Sender<ProgressEvent>>,
     ) -> Result<EvalReport, EvalError> {
-        if batch.trials == 0 {
-            return Err(EvalError::Option("`--trials` must be at least 1".into()));
+        if batch.trials == 0 || batch.trials > crate::limits::MAX_TRIALS {
+            return Err(EvalError::Option(format!(
+                "trials per task = {} must be between 1 and {}",
+                batch.trials,
+                crate::limits::MAX_TRIALS
+            )));
         }
         if let Some(reason) = self.config.cancel.reason() {
             return Err(EvalError::Interrupted { done: 0, reason });

@@ -14,6 +14,7 @@
 //! - [`store`]: the SQLite store (one writer, exact resume);
 //! - [`custody`]: provider keys hidden from `/proc/<hevo>/environ` at start-up;
 //! - [`run_lock`]: one hevo per run directory;
+//! - [`limits`]: the bounds on durations and trial counts users give;
 //! - [`cancel`]: the process's one cancellation token, with its reason;
 //! - [`rt`]: the process's one async runtime;
 //! - [`evaluator`]: an evaluation context kept open across batches (store, suite,
@@ -33,6 +34,7 @@ pub mod evaluator;
 pub mod executor;
 pub mod harness;
 pub mod launch;
+pub mod limits;
 pub mod model_access;
 mod prepare;
 pub mod report;

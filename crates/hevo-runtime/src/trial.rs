@@ -155,6 +155,34 @@ pub fn opaque_id(trial_id: &str) -> String {
     hex::encode(&Sha256::digest(trial_id.as_bytes())[..8])
 }
 
+/// The name prefix of trial working directories: `hevo-trial-<pid>-<random>`.
+pub const TRIAL_DIR_PREFIX: &str = "hevo-trial-";
+
+/// Removes trial working directories under `root` left by hevo processes that are gone
+/// (killed runs); directories of live processes are kept. Returns how many were removed.
+pub fn clean_leftover_workdirs(root: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(TRIAL_DIR_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            || pid as u32 == std::process::id();
+        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// How many bytes at the end of stdout are searched for the answer line.
 pub const ANSWER_TAIL_BYTES: usize = 256 * 1024;
 
@@ -192,7 +220,7 @@ async fn run_trial_inner(
     req: TrialRequest<'_>,
 ) -> TrialResult {
     let workdir = match tempfile::Builder::new()
-        .prefix("hevo-trial-")
+        .prefix(&format!("{TRIAL_DIR_PREFIX}{}-", std::process::id()))
         .tempdir_in(&settings.work_root)
     {
         Ok(d) => d,
