@@ -418,6 +418,7 @@ impl Evaluator {
                 model_env: cfg.model_env.clone(),
                 model_access: cfg.model_access.clone(),
                 state_dir,
+                hidden: vec![self.run_dir.clone(), cfg.suite.dir.clone()],
             },
             launcher: cfg.launcher.clone(),
             run_id: cfg.run_id.clone(),

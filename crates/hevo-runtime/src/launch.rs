@@ -64,16 +64,9 @@ pub struct Access {
     pub read_only: Vec<PathBuf>,
     /// Paths visible and writable besides the working directory (an agent's `pending/`).
     pub writable: Vec<PathBuf>,
-}
-
-impl Access {
-    /// Only the working directory (writable) and the given read-only paths.
-    pub fn reading(read_only: Vec<PathBuf>) -> Access {
-        Access {
-            read_only,
-            ..Access::default()
-        }
-    }
+    /// Paths that must stay invisible even when they lie inside a visible one (the run
+    /// directory and the suite, should a harness directory contain them).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// How a launched process ended.

@@ -92,7 +92,11 @@ pub(crate) async fn prepare(
         output_cap: settings.output_cap,
         tail_bytes: 0,
         cancel: settings.cancel.clone(),
-        access: Access::reading(vec![harness.dir.clone()]),
+        access: Access {
+            read_only: vec![harness.dir.clone()],
+            hidden: vec![run_dir.to_path_buf(), settings.suite.dir.clone()],
+            ..Access::default()
+        },
     };
     let fail = |message: String| EvalError::Prepare {
         harness: harness.name.clone(),

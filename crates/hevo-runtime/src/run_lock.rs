@@ -4,7 +4,7 @@
 //! process gets.
 
 use std::io::{Read, Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::eval::EvalError;
 
@@ -49,11 +49,6 @@ impl RunLock {
         write!(file, "{}", std::process::id()).map_err(io)?;
         Ok(RunLock { _file: file })
     }
-}
-
-/// The lock file of a run directory.
-pub fn lock_path(run_dir: &Path) -> PathBuf {
-    run_dir.join(LOCK_FILE)
 }
 
 #[cfg(test)]

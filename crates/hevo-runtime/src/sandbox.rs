@@ -183,6 +183,16 @@ impl SandboxLauncher {
         for p in ro.iter().filter(|p| p.exists()) {
             bind(&mut a, "--ro-bind", p);
         }
+        // A hidden path inside a visible one is covered by an empty tmpfs, made read-only
+        // once every mount point below it exists.
+        let hidden: Vec<&PathBuf> = access
+            .hidden
+            .iter()
+            .filter(|h| h.is_dir() && ro.iter().any(|p| h.starts_with(p)))
+            .collect();
+        for h in &hidden {
+            a.extend(["--tmpfs".into(), s(h)]);
+        }
         bind(
             &mut a,
             if access.cwd_read_only {
@@ -197,6 +207,9 @@ impl SandboxLauncher {
         }
         if let Some(dir) = socket_dir {
             a.extend(["--ro-bind".into(), s(dir), SOCKET_DIR_INSIDE.into()]);
+        }
+        for h in &hidden {
+            a.extend(["--remount-ro".into(), s(h)]);
         }
         a.extend(["--remount-ro".into(), "/".into(), "--chdir".into(), s(cwd)]);
         a.extend(["--".into(), s(&self.init), INIT_ARG.into()]);

@@ -277,6 +277,7 @@ fn scorer_spec(
             cwd_read_only: cwd != ctx.workdir,
             read_only: vec![ctx.suite_dir.to_path_buf(), ctx.workdir.to_path_buf()],
             writable: Vec::new(),
+            hidden: Vec::new(),
         },
     }
 }

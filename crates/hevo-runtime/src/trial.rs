@@ -94,6 +94,9 @@ pub struct TrialSettings {
     pub model_access: Option<Arc<dyn ModelAccess>>,
     /// The read-only state directory written by `prepare`, if the harness has one.
     pub state_dir: Option<PathBuf>,
+    /// Paths trials must never see (the run directory, the suite), even inside the
+    /// harness directory.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Which trial to run.
@@ -285,11 +288,13 @@ async fn run_trial_inner(
         output_cap: settings.output_cap,
         tail_bytes: ANSWER_TAIL_BYTES,
         cancel: req.cancel.clone(),
-        access: Access::reading(
-            std::iter::once(req.harness.dir.clone())
+        access: Access {
+            read_only: std::iter::once(req.harness.dir.clone())
                 .chain(settings.state_dir.clone())
                 .collect(),
-        ),
+            hidden: settings.hidden.clone(),
+            ..Access::default()
+        },
     };
     let launched = launcher.launch(spec).await;
     // The key expires as soon as the harness is gone: nothing else can spend on its behalf.

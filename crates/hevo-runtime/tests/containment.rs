@@ -433,3 +433,80 @@ fn a_changed_suite_reruns_what_changed_and_a_second_process_is_refused() {
         "{msg}"
     );
 }
+
+/// Reads the suite and the run directory kept inside its own harness directory.
+const NESTED_CHEAT: &str = r#"
+import json, os, sys
+task = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+seen = os.path.exists(os.path.join(here, "run", "hevo.db"))
+try:
+    for line in open(os.path.join(here, "suite", "tasks.jsonl")):
+        t = json.loads(line)
+        if t["input"] == task:
+            print(json.dumps(t["expected"])); sys.exit(0)
+except OSError:
+    pass
+print(json.dumps("db-visible" if seen else "honest-guess"))
+"#;
+
+#[test]
+fn a_suite_and_run_dir_inside_the_harness_directory_stay_hidden() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let h = f.harness("h", NESTED_CHEAT);
+    f.write(
+        "h/suite/suite.toml",
+        "name = \"t\"\n[scorer]\nkind = \"label\"\n",
+    );
+    f.write(
+        "h/suite/tasks.jsonl",
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":{\"i\":0},\"expected\":\"secret-0\"}\n",
+    );
+    let suite = f.path("h/suite");
+    let mut local = f.options(&h, &suite, "h/run");
+    local.run_dir = Some(f.path("h/run-local"));
+    assert_eq!(run(local, Arc::new(LocalLauncher)).pass_rate.value, 1.0);
+    let boxed = run(f.options(&h, &suite, "h/run"), sandbox);
+    assert_eq!(answers(&boxed), vec!["honest-guess"]);
+}
+
+#[test]
+fn a_hung_trial_times_out_and_leaves_no_process() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(1);
+    let marker = format!(
+        "{}.{}",
+        8000 + std::process::id() % 1000,
+        std::process::id()
+    );
+    let code = format!(
+        r#"
+import json, signal, subprocess, sys, time
+json.load(sys.stdin)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for _ in range(5):
+    subprocess.Popen(["setsid", "sleep", "{marker}"])
+time.sleep(600)
+"#
+    );
+    let h = f.harness("hang", &code);
+    let mut opts = f.options(&h, &suite, "run");
+    opts.timeout = Some(Duration::from_secs(2));
+    let r = run(opts, sandbox);
+    assert_eq!(r.status_counts["timeout"], 1, "{:?}", r.status_counts);
+    let mut left = survivors(&marker);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = survivors(&marker);
+    }
+    assert_eq!(
+        left,
+        Vec::<i32>::new(),
+        "processes of a timed-out trial survived"
+    );
+}

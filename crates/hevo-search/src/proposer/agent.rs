@@ -129,6 +129,7 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
             cwd_read_only: true,
             read_only: Vec::new(),
             writable: vec![call.archive.join("pending")],
+            hidden: Vec::new(),
         },
     };
     let outcome: ProcessOutcome = match launcher.launch(spec).await {
