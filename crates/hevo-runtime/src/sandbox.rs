@@ -180,18 +180,30 @@ impl SandboxLauncher {
         ro.extend(access.read_only.iter().cloned());
         ro.extend(program_prefixes(argv.first().map(String::as_str)));
         ro.push(self.init.clone());
-        for p in ro.iter().filter(|p| p.exists()) {
-            bind(&mut a, "--ro-bind", p);
-        }
-        // A hidden path inside a visible one is covered by an empty tmpfs, made read-only
-        // once every mount point below it exists.
+        ro.retain(|p| p.exists());
+        // Parents before children, so a path inside another is mounted on top of it.
+        ro.sort_by_key(|p| p.components().count());
+        // A hidden path inside a visible one is covered by an empty tmpfs (before anything
+        // mounted inside it, such as a state directory), made read-only at the end.
         let hidden: Vec<&PathBuf> = access
             .hidden
             .iter()
             .filter(|h| h.is_dir() && ro.iter().any(|p| h.starts_with(p)))
             .collect();
-        for h in &hidden {
-            a.extend(["--tmpfs".into(), s(h)]);
+        let mut covered = vec![false; hidden.len()];
+        for p in &ro {
+            for (h, done) in hidden.iter().zip(covered.iter_mut()) {
+                if !*done && p.starts_with(h) && p != *h {
+                    a.extend(["--tmpfs".into(), s(h)]);
+                    *done = true;
+                }
+            }
+            bind(&mut a, "--ro-bind", p);
+        }
+        for (h, done) in hidden.iter().zip(&covered) {
+            if !done {
+                a.extend(["--tmpfs".into(), s(h)]);
+            }
         }
         bind(
             &mut a,

@@ -445,6 +445,26 @@ mod tests {
     }
 
     #[test]
+    fn only_working_directories_of_dead_processes_are_cleaned() {
+        let root = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let dead = root
+            .path()
+            .join(format!("{TRIAL_DIR_PREFIX}{dead_pid}-abc"));
+        let live = root
+            .path()
+            .join(format!("{TRIAL_DIR_PREFIX}{}-def", std::process::id()));
+        let other = root.path().join("hevo-trial-notapid");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+        }
+        assert_eq!(clean_leftover_workdirs(root.path()), 1);
+        assert!(!dead.exists() && live.exists() && other.exists());
+    }
+
+    #[test]
     fn base_env_drops_provider_keys() {
         let env = base_env(Path::new("/tmp/x"));
         assert!(env.iter().all(|(k, _)| !k.contains("API_KEY")));

@@ -440,6 +440,12 @@ import json, os, sys
 task = json.load(sys.stdin)
 here = os.path.dirname(os.path.abspath(__file__))
 seen = os.path.exists(os.path.join(here, "run", "hevo.db"))
+state = open(os.path.join(os.environ["HEVO_STATE_DIR"], "state.txt")).read()
+try:
+    open(os.path.join(os.environ["HEVO_STATE_DIR"], "state.txt"), "a").write("x")
+    state += "+writable"
+except OSError:
+    state += "+read-only"
 try:
     for line in open(os.path.join(here, "suite", "tasks.jsonl")):
         t = json.loads(line)
@@ -447,7 +453,7 @@ try:
             print(json.dumps(t["expected"])); sys.exit(0)
 except OSError:
     pass
-print(json.dumps("db-visible" if seen else "honest-guess"))
+print(json.dumps(("db-visible" if seen else "honest-guess") + "+" + state))
 "#;
 
 #[test]
@@ -455,6 +461,16 @@ fn a_suite_and_run_dir_inside_the_harness_directory_stay_hidden() {
     let Some(sandbox) = sandbox() else { return };
     let f = Fixture::new();
     let h = f.harness("h", NESTED_CHEAT);
+    f.write(
+        "h/harness.toml",
+        "entry = [\"python3\", \"h.py\"]\nprepare = [\"python3\", \"prep.py\"]\n",
+    );
+    // `prepare` writes its state inside the run directory, itself inside the harness
+    // directory: trials see the state (read-only) but nothing else of the run directory.
+    f.write(
+        "h/prep.py",
+        "import sys\nsys.stdin.read()\nopen('state.txt', 'w').write('ok')\n",
+    );
     f.write(
         "h/suite/suite.toml",
         "name = \"t\"\n[scorer]\nkind = \"label\"\n",
@@ -468,7 +484,7 @@ fn a_suite_and_run_dir_inside_the_harness_directory_stay_hidden() {
     local.run_dir = Some(f.path("h/run-local"));
     assert_eq!(run(local, Arc::new(LocalLauncher)).pass_rate.value, 1.0);
     let boxed = run(f.options(&h, &suite, "h/run"), sandbox);
-    assert_eq!(answers(&boxed), vec!["honest-guess"]);
+    assert_eq!(answers(&boxed), vec!["honest-guess+ok+read-only"]);
 }
 
 #[test]
