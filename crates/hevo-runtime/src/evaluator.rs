@@ -121,6 +121,9 @@ impl Evaluator {
         let run_dir = config.run_dir.canonicalize().map_err(run_dir_err)?;
         let lock = crate::run_lock::RunLock::acquire(&run_dir)?;
         crate::trial::clean_leftover_workdirs(&config.work_root);
+        if config.work_root != std::env::temp_dir() {
+            crate::trial::clean_leftover_workdirs(&std::env::temp_dir());
+        }
         let mut store = Store::open(&run_dir.join("hevo.db"))?;
         store.ensure_run(&config.run_id, &config.kind, &config.config_json)?;
         let rows: Vec<TaskRow> = config

@@ -161,8 +161,13 @@ pub fn opaque_id(trial_id: &str) -> String {
 /// The name prefix of trial working directories: `hevo-trial-<pid>-<random>`.
 pub const TRIAL_DIR_PREFIX: &str = "hevo-trial-";
 
-/// Removes trial working directories under `root` left by hevo processes that are gone
-/// (killed runs); directories of live processes are kept. Returns how many were removed.
+/// The name prefixes of per-process temporary directories: trial working directories and
+/// the sandbox's gateway sockets (`hevo-sock-<pid>-<random>`).
+const LEFTOVER_PREFIXES: [&str; 2] = [TRIAL_DIR_PREFIX, "hevo-sock-"];
+
+/// Removes trial working directories and socket directories under `root` left by hevo
+/// processes that are gone (killed runs); those of live processes are kept. Returns how
+/// many were removed.
 pub fn clean_leftover_workdirs(root: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(root) else {
         return 0;
@@ -170,9 +175,12 @@ pub fn clean_leftover_workdirs(root: &Path) -> usize {
     let mut removed = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(TRIAL_DIR_PREFIX)
-            .and_then(|rest| rest.split('-').next())
+        let Some(pid) = LEFTOVER_PREFIXES
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            // `<pid>-<random>`: an older `hevo-trial-<random>` has no pid and is kept.
+            .and_then(|rest| rest.split_once('-'))
+            .map(|(pid, _)| pid)
             .and_then(|p| p.parse::<i32>().ok())
         else {
             continue;
@@ -457,10 +465,12 @@ mod tests {
             .path()
             .join(format!("{TRIAL_DIR_PREFIX}{}-def", std::process::id()));
         let other = root.path().join("hevo-trial-notapid");
-        for d in [&dead, &live, &other] {
+        let socket = root.path().join(format!("hevo-sock-{dead_pid}-xyz"));
+        for d in [&dead, &live, &other, &socket] {
             std::fs::create_dir_all(d.join("sub")).unwrap();
         }
-        assert_eq!(clean_leftover_workdirs(root.path()), 1);
+        assert_eq!(clean_leftover_workdirs(root.path()), 2);
+        assert!(!socket.exists());
         assert!(!dead.exists() && live.exists() && other.exists());
     }
 
