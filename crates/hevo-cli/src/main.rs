@@ -62,6 +62,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Inside a sandbox this binary is the init; outside, provider keys leave the
+    // environment `/proc` shows before anything else runs.
+    hevo_runtime::sandbox_init::run_if_asked();
+    hevo_runtime::custody::protect_keys();
     let cli = Cli::parse();
     init_logging();
     // One cancellation token for the process: signals become its reasons, and every
@@ -93,6 +97,21 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => err.report(),
     }
+}
+
+/// The launcher every trial-side process goes through: the sandbox where bwrap can make
+/// one (probed once), else the local launcher with a loud warning.
+pub(crate) fn launcher() -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError::Internal(e.into()))?;
+    let choice = hevo_runtime::sandbox::default_launcher(&exe)
+        .map_err(|e| CliError::User(anyhow::anyhow!(e)))?;
+    if let Some(reason) = &choice.unsandboxed_reason {
+        eprintln!(
+            "hevo: WARNING: trials run UNSANDBOXED ({reason}): harness code can read this \
+             user's files and hevo's processes; install bubblewrap (docs/security.md)"
+        );
+    }
+    Ok(choice.launcher)
 }
 
 /// Sends `tracing` warnings (e.g. a ledger row that could not be written) to stderr, so
