@@ -157,6 +157,11 @@ impl Evaluator {
         })
     }
 
+    /// The run id stored with every row.
+    pub fn run_id(&self) -> &str {
+        &self.config.run_id
+    }
+
     /// The canonical run directory.
     pub fn run_dir(&self) -> &Path {
         &self.run_dir

@@ -89,6 +89,20 @@ pub enum HarnessError {
     },
 }
 
+impl Manifest {
+    /// Writes this manifest to `dir/harness.toml`, replacing it (comments are not kept).
+    /// With [`Harness::load`], the only code that reads or writes a `harness.toml`.
+    pub fn write(&self, dir: &Path) -> Result<(), HarnessError> {
+        let path = dir.join("harness.toml");
+        let text = toml::to_string(self).map_err(|e| HarnessError::Invalid {
+            path: path.clone(),
+            line: None,
+            message: format!("cannot be written as TOML: {e}"),
+        })?;
+        std::fs::write(&path, text).map_err(|source| HarnessError::Read { path, source })
+    }
+}
+
 impl Harness {
     /// Loads and validates the harness in `dir`, with its default parameter values.
     pub fn load(dir: &Path) -> Result<Harness, HarnessError> {

@@ -124,6 +124,15 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+    /// A cluster scheduler lost or refused the job (a node failure, a preemption, a job
+    /// cancelled from outside, `sbatch` failing): an infrastructure fault, retried.
+    #[error("the scheduler {}: {reason}", job.as_deref().map(|j| format!("(job {j})")).unwrap_or_default())]
+    Scheduler {
+        /// The job id, if one was assigned.
+        job: Option<String>,
+        /// What happened.
+        reason: String,
+    },
     /// Waiting for the process or writing its output failed.
     #[error("{what}: {source}")]
     Io {

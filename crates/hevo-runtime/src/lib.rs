@@ -8,6 +8,7 @@
 //!   ([`launch::Launcher`]; the sandbox wraps it), its environment and process-group kill;
 //! - [`sandbox`]: the bubblewrap [`launch::Launcher`] (own namespaces, only the gateway on the
 //!   network) and [`sandbox_init`], its init inside;
+//! - [`slurm`]: the launcher that runs every process as a job of a Slurm cluster;
 //! - [`trial`]: one harness process on one task (working directory, environment, limits);
 //! - [`executor`]: running many trials in parallel, longest first;
 //! - [`model_access`]: the gateway key of each trial and its spend;
@@ -44,6 +45,7 @@ pub mod sandbox;
 pub mod sandbox_init;
 mod sandbox_relay;
 pub mod scorer;
+pub mod slurm;
 pub mod spend;
 pub mod store;
 pub mod suite;

@@ -51,6 +51,82 @@ pub struct RunConfig {
     /// Hard limits on the whole run.
     #[serde(default)]
     pub budget: BudgetConfig,
+    /// Where trials run: this machine (the default) or a Slurm cluster.
+    #[serde(default)]
+    pub executor: ExecutorConfig,
+}
+
+/// `[executor]`: where trials run (`docs/scale-out.md`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// `local` (the default) or `slurm`.
+    #[serde(default)]
+    pub kind: ExecutorKind,
+    /// Slurm `--partition`.
+    #[serde(default)]
+    pub partition: Option<String>,
+    /// Slurm `--account`.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Slurm `--cpus-per-task` (default 1).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Slurm `--mem`, in megabytes.
+    #[serde(default)]
+    pub mem_mb: Option<u64>,
+    /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`.
+    #[serde(default)]
+    pub sbatch: Vec<String>,
+    /// A command each job's command runs inside, e.g. `["apptainer", "exec", "img.sif"]`.
+    #[serde(default)]
+    pub wrapper: Vec<String>,
+}
+
+impl ExecutorConfig {
+    /// The launcher every trial-side process of a run in `run_dir` goes through. A Slurm
+    /// executor spools its job scripts in `run_dir/slurm/` (the run directory must be on a
+    /// filesystem the compute nodes share).
+    pub fn launcher(
+        &self,
+        run_dir: &Path,
+    ) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, String> {
+        use hevo_runtime::slurm::{SlurmLauncher, SlurmOptions};
+        Ok(match self.kind {
+            ExecutorKind::Local => std::sync::Arc::new(hevo_runtime::launch::LocalLauncher),
+            ExecutorKind::Slurm => {
+                if !SlurmLauncher::available() {
+                    return Err(
+                        "`[executor] kind = \"slurm\"` but no Slurm controller answers \
+                                (`sinfo` failed or lists no partition): start the cluster, put \
+                                its commands on PATH, or use `kind = \"local\"`"
+                            .into(),
+                    );
+                }
+                std::sync::Arc::new(SlurmLauncher::new(SlurmOptions {
+                    partition: self.partition.clone(),
+                    account: self.account.clone(),
+                    cpus: self.cpus,
+                    mem_mb: self.mem_mb,
+                    extra: self.sbatch.clone(),
+                    wrapper: self.wrapper.clone(),
+                    spool: run_dir.join("slurm"),
+                    poll: std::time::Duration::from_millis(500),
+                }))
+            }
+        })
+    }
+}
+
+/// Where trials run.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// Processes on this machine.
+    #[default]
+    Local,
+    /// Jobs of a Slurm cluster (`sbatch`, `squeue`, `scontrol`, `scancel` on `PATH`).
+    Slurm,
 }
 
 /// `[proposer]`: where new candidates come from.

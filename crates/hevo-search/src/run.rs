@@ -35,7 +35,7 @@ use crate::archive::{
 };
 use crate::config::RunConfig;
 use crate::proposer::{ProposeContext, ProposeError, Proposer};
-use crate::runner::{CandidateRunner, Effort};
+use crate::runner::{CandidateRunner, Effort, FinalEstimate};
 use hevo_runtime::cancel::CancelReason;
 use hevo_runtime::eval::EvalError;
 use hevo_runtime::harness::Harness;
@@ -557,6 +557,30 @@ pub fn run_search(
         &strat.name(),
     )?;
     write_frontier(&archive, &candidates, &shown, &oracle.effort)?;
+    // The store keeps the estimates the strategy really made (unclipped), one per candidate.
+    for c in &candidates {
+        let estimate = FinalEstimate {
+            label: "val".into(),
+            estimate: final_outcome
+                .estimates
+                .get(c.seq)
+                .copied()
+                .unwrap_or(Estimate::exact(f64::NAN)),
+            estimator: strat.name(),
+            tasks_used: oracle.outcomes.get(&c.seq).map_or(0, |o| o.len()),
+            design: strat
+                .design(c.seq)
+                .iter()
+                .map(|&(t, pi)| (val_ids[t].clone(), pi))
+                .collect(),
+        };
+        runner
+            .record_estimate(&c.code(), &estimate)
+            .map_err(|source| SearchError::Evaluation {
+                candidate: c.meta.name.clone(),
+                source,
+            })?;
+    }
 
     let raw = |seq: usize| {
         final_outcome

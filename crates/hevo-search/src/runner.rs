@@ -17,6 +17,7 @@ use hevo_runtime::launch::Launcher;
 use hevo_runtime::model_access::{ModelAccess, ModelEnv};
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::spend::Spend;
+use hevo_runtime::store::EstimateRow;
 use hevo_runtime::suite::Suite;
 use hevo_runtime::task::Split;
 use hevo_runtime::trial::TrialStatus;
@@ -62,6 +63,29 @@ pub trait CandidateRunner {
     /// One smoke trial of `code_dir` on the task `task_id` of the train split: `Ok` when the
     /// harness printed a parsable answer, else the reason.
     fn smoke(&mut self, name: &str, code_dir: &Path, task_id: &str) -> Result<(), String>;
+
+    /// Records the strategy's final estimate of `code_dir`'s candidate in the store, with
+    /// the design it rests on (the `draws` table).
+    fn record_estimate(
+        &mut self,
+        code_dir: &Path,
+        estimate: &FinalEstimate,
+    ) -> Result<(), EvalError>;
+}
+
+/// A strategy's final estimate of one candidate, as the store keeps it.
+#[derive(Clone, Debug)]
+pub struct FinalEstimate {
+    /// What was estimated (`val`).
+    pub label: String,
+    /// The estimate with its interval.
+    pub estimate: hevo_stats::estimate::Estimate,
+    /// The strategy (and so the estimator) that made it.
+    pub estimator: String,
+    /// Distinct tasks the candidate was evaluated on.
+    pub tasks_used: usize,
+    /// The design behind the estimate: task ids with their inclusion probabilities.
+    pub design: Vec<(String, f64)>,
 }
 
 /// Where progress lines go (the CLI prints them on stderr).
@@ -205,6 +229,31 @@ fn results_of(report: &EvalReport) -> TaskResults {
 }
 
 impl CandidateRunner for LiveRunner {
+    fn record_estimate(&mut self, code_dir: &Path, e: &FinalEstimate) -> Result<(), EvalError> {
+        let candidate = self.evaluator.load(code_dir)?;
+        let finite = |x: f64| x.is_finite().then_some(x);
+        let row = EstimateRow {
+            run_id: self.evaluator.run_id().to_string(),
+            candidate_id: candidate.candidate_id,
+            label: e.label.clone(),
+            value: finite(e.estimate.value),
+            se: finite(e.estimate.se),
+            ci_low: e.estimate.ci_low,
+            ci_high: e.estimate.ci_high,
+            estimator: e.estimator.clone(),
+            tasks_used: e.tasks_used,
+        };
+        self.evaluator.store().insert_estimate(&row)?;
+        let run_id = self.evaluator.run_id().to_string();
+        self.evaluator.store_mut().record_draws(
+            &run_id,
+            candidate.candidate_id,
+            &e.label,
+            &e.design,
+        )?;
+        Ok(())
+    }
+
     fn evaluate(
         &mut self,
         name: &str,

@@ -409,3 +409,107 @@ fn the_evaluation_budget_stops_the_search_cleanly() {
     assert!(why.contains("budget of 100"), "{report:?}");
     assert!(report.pick.estimate.value.is_finite());
 }
+
+/// The store tells the truth (issue 10): its `estimates` hold the strategy's final estimate
+/// of every candidate (one row each, no per-batch placeholder), and under `full` each is
+/// recomputed exactly from the store's own trial rows: the mean over val tasks of each
+/// task's mean outcome.
+#[test]
+fn the_store_holds_the_estimates_the_strategy_made_and_they_recompute_from_its_trials() {
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"full\"\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    let db = rusqlite::Connection::open(dir.join("runs/test-run/hevo.db")).unwrap();
+    let rows: Vec<(i64, String, f64, String)> = db
+        .prepare(
+            "SELECT e.candidate_id, c.name, e.value, e.estimator FROM estimates e
+             JOIN candidates c ON c.id = e.candidate_id ORDER BY e.candidate_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        rows.len(),
+        report.candidates.len(),
+        "one estimate per candidate"
+    );
+    for (id, name, value, estimator) in &rows {
+        assert_eq!(estimator, "full");
+        let recomputed: f64 = db
+            .query_row(
+                "SELECT AVG(m) FROM (SELECT AVG(t.outcome) AS m FROM trials t
+                 JOIN tasks k ON k.id = t.task_id
+                 WHERE t.candidate_id = ?1 AND k.split = 'val' GROUP BY t.task_id)",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            (recomputed - value).abs() < 1e-12,
+            "{name}: store says {value}, its trials say {recomputed}"
+        );
+        let shown = report.candidates.iter().find(|c| &c.name == name).unwrap();
+        assert!((shown.estimate.value - value.clamp(0.0, 1.0)).abs() < 1e-12);
+    }
+}
+
+/// The store keeps what the strategy drew (issue 10): under `coevolve/hajek` each
+/// candidate's `draws` (task, inclusion probability) and its trial rows give back the
+/// estimate the store and the archive report, by the Hajek formula per stratum
+/// `sum(y/pi) / sum(1/pi)`, strata averaged.
+#[test]
+fn the_picks_estimate_recomputes_from_the_draws_and_trials_in_the_store() {
+    let (_tmp, dir) =
+        setup_fast("[evaluation]\nstrategy = \"coevolve\"\nestimator = \"hajek\"\nrho = 0.3\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    let db = rusqlite::Connection::open(dir.join("runs/test-run/hevo.db")).unwrap();
+    let estimates: Vec<(i64, String, f64)> = db
+        .prepare(
+            "SELECT e.candidate_id, c.name, e.value FROM estimates e
+             JOIN candidates c ON c.id = e.candidate_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(estimates.len(), report.candidates.len());
+    let mut sampled = 0;
+    for (id, name, value) in &estimates {
+        // (group, y, pi) of every drawn task.
+        let rows: Vec<(Option<String>, f64, f64)> = db
+            .prepare(
+                "SELECT k.grp, AVG(t.outcome), d.inclusion_prob FROM draws d
+                 JOIN trials t ON t.candidate_id = d.candidate_id AND t.task_id = d.task_id
+                 JOIN tasks k ON k.id = d.task_id
+                 WHERE d.candidate_id = ?1 AND d.label = 'val' GROUP BY d.task_id",
+            )
+            .unwrap()
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(!rows.is_empty(), "{name} has no draws");
+        if rows.iter().any(|r| r.2 < 1.0) {
+            sampled += 1;
+        }
+        let mut groups: std::collections::BTreeMap<Option<String>, (f64, f64)> = Default::default();
+        for (g, y, pi) in &rows {
+            let e = groups.entry(g.clone()).or_default();
+            e.0 += y / pi;
+            e.1 += 1.0 / pi;
+        }
+        let recomputed = groups.values().map(|(a, b)| a / b).sum::<f64>() / groups.len() as f64;
+        assert!(
+            (recomputed - value).abs() < 1e-9,
+            "{name}: the store says {value}, its draws and trials say {recomputed}"
+        );
+    }
+    assert!(
+        sampled > 0,
+        "no candidate was sampled: the test shows nothing"
+    );
+    let pick = report.pick.name.clone();
+    assert!(estimates.iter().any(|(_, n, _)| *n == pick));
+}

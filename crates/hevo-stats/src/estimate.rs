@@ -276,6 +276,38 @@ pub fn residual(units: &[Unit], anchor_mean: f64, n_pop: usize, design: Design) 
     Estimate::normal(value, se, 0.0, 1.0)
 }
 
+/// Model-assisted GREG under Poisson sampling when the model was fitted on the same data
+/// (e.g. a Rasch anchor whose ability for this candidate comes from its own sample).
+///
+/// # Formula
+///
+/// The value is [`residual`]'s: `S = A + (1/N) sum_{k in S} (y_k - a_k) / pi_k` with
+/// `A = (1/N) sum_T a_t`. The standard error is the larger of `residual`'s
+/// (`sqrt(sum_S (1 - pi_k) e_k^2 / pi_k^2) / N`, `e = y - a`) and the anticipated one
+/// `sqrt(sum_T (1 - pi_t) a_t (1 - a_t) / pi_t) / N`: the variance the same design gives
+/// when outcomes are Bernoulli(`a_t`), computed over the whole population. A fitted model
+/// pulls its predictions toward the sampled outcomes, so the sample residuals understate
+/// the error most on a small sample; the anticipated variance does not depend on which
+/// tasks were drawn. `population[t] = (a_t, pi_t)` for every unit of the stratum; a unit
+/// with `pi_t = 0` can never be sampled and makes the standard error infinite.
+pub fn greg_poisson(units: &[Unit], population: &[(f64, f64)]) -> Estimate {
+    let n = population.len() as f64;
+    let anchor_mean = population.iter().map(|(a, _)| a).sum::<f64>() / n;
+    let e = residual(units, anchor_mean, population.len(), Design::Poisson);
+    let anticipated: f64 = population
+        .iter()
+        .map(|&(a, pi)| {
+            if pi > 0.0 {
+                (1.0 - pi).max(0.0) / pi * a * (1.0 - a)
+            } else {
+                f64::INFINITY
+            }
+        })
+        .sum::<f64>()
+        / (n * n);
+    Estimate::normal(e.value, e.se.max(anticipated.sqrt()), 0.0, 1.0)
+}
+
 /// The residual estimator with Hájek normalization of the residual term.
 ///
 /// # Formula

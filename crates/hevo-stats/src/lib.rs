@@ -14,5 +14,6 @@ pub mod irt;
 pub mod pareto;
 pub mod racing;
 pub mod rank;
+pub mod selection;
 pub mod synth;
 pub mod weights;

@@ -18,8 +18,13 @@
 //! y_ct =  (1/r) Σ_{k=1..r} 1[u_ctk < p_ct]                     observed outcome (r = trials)
 //! u_ctk = v_tk with probability outcome_agreement, else a private U(0, 1) draw
 //! v_tk ~ U(0, 1)                                               shared by all candidates
-//! cost_t = exp(N(0, cost_log_sd²))                             relative cost of task t
+//! cost_t = exp(cost_log_sd (r d̃_t + sqrt(1 - r²) z_t)),  z_t ~ N(0, 1)   relative task cost
+//! k_c  = exp(N(0, candidate_cost_log_sd²))                    candidate cost multiplier
+//! cost_ct = k_c cost_t                                         cost of one trial
 //! ```
+//!
+//! `d̃_t` is the standardized difficulty and `r = cost_difficulty_corr`: with `r > 0` hard
+//! tasks cost more (an agent that fails runs longer), as in agent benchmarks.
 //!
 //! `g(t) = floor(t · G / n_tasks)` puts tasks in `G = group_shifts.len()` contiguous groups of
 //! near-equal size; `f(c) = c mod n_families`. Each `u_ctk` is uniform whatever the
@@ -74,6 +79,11 @@ pub struct SynthParams {
     /// Log-scale standard deviation of the per-task relative cost (log-normal with median 1).
     /// 0 gives every task cost 1.
     pub cost_log_sd: f64,
+    /// Log-scale standard deviation of the per-candidate cost multiplier `k_c` (median 1);
+    /// 0 gives every candidate multiplier 1.
+    pub candidate_cost_log_sd: f64,
+    /// Correlation `r` in `[-1, 1]` of the log task cost with the task difficulty.
+    pub cost_difficulty_corr: f64,
 }
 
 impl Default for SynthParams {
@@ -92,6 +102,8 @@ impl Default for SynthParams {
             outcome_agreement: 0.0,
             trials: 1,
             cost_log_sd: 0.0,
+            candidate_cost_log_sd: 0.0,
+            cost_difficulty_corr: 0.0,
         }
     }
 }
@@ -125,6 +137,8 @@ pub struct SynthMatrix {
     pub group: Vec<usize>,
     /// Relative cost of each task (median 1).
     pub task_cost: Vec<f64>,
+    /// Cost multiplier `k_c` of each candidate (median 1).
+    pub candidate_cost: Vec<f64>,
 }
 
 impl SynthMatrix {
@@ -146,6 +160,14 @@ impl SynthMatrix {
     /// The observed full-set score of `candidate`: `mean_t y_ct` (`NaN` with no tasks).
     pub fn observed_score(&self, candidate: usize) -> f64 {
         mean(&self.outcomes[candidate])
+    }
+
+    /// The cost of one trial of every cell, `cost[c][t] = k_c cost_t`.
+    pub fn cell_costs(&self) -> Vec<Vec<f64>> {
+        self.candidate_cost
+            .iter()
+            .map(|k| self.task_cost.iter().map(|t| k * t).collect())
+            .collect()
     }
 
     /// All outcomes as `(candidate, task, outcome)` triples, row by row, in the form
@@ -210,6 +232,7 @@ pub fn rasch_matrix(
         ("difficulty_spread", p.difficulty_spread),
         ("family_effect_sd", p.family_effect_sd),
         ("cost_log_sd", p.cost_log_sd),
+        ("candidate_cost_log_sd", p.candidate_cost_log_sd),
     ] {
         assert!(v.is_finite() && v >= 0.0, "synth: {name} = {v}");
     }
@@ -243,9 +266,33 @@ pub fn rasch_matrix(
         })
         .collect();
 
+    assert!(
+        (-1.0..=1.0).contains(&p.cost_difficulty_corr),
+        "synth: cost_difficulty_corr = {}",
+        p.cost_difficulty_corr
+    );
+    let r = p.cost_difficulty_corr;
+    let d_mean = difficulty.iter().sum::<f64>() / n_tasks.max(1) as f64;
+    let d_sd = (difficulty.iter().map(|d| (d - d_mean).powi(2)).sum::<f64>()
+        / n_tasks.max(1) as f64)
+        .sqrt();
     let mut rng = stream(seed, 3);
-    let task_cost: Vec<f64> = (0..n_tasks)
-        .map(|_| (p.cost_log_sd * std_normal(&mut rng)).exp())
+    let task_cost: Vec<f64> = difficulty
+        .iter()
+        .map(|d| {
+            let z = std_normal(&mut rng);
+            let dz = if d_sd > 0.0 { (d - d_mean) / d_sd } else { 0.0 };
+            let mix = if r == 0.0 {
+                z
+            } else {
+                r * dz + (1.0 - r * r).sqrt() * z
+            };
+            (p.cost_log_sd * mix).exp()
+        })
+        .collect();
+    let mut rng = stream(seed, 5);
+    let candidate_cost: Vec<f64> = (0..n_candidates)
+        .map(|_| (p.candidate_cost_log_sd * std_normal(&mut rng)).exp())
         .collect();
 
     let mut rng = stream(seed, 4);
@@ -296,6 +343,7 @@ pub fn rasch_matrix(
         difficulty,
         group,
         task_cost,
+        candidate_cost,
     }
 }
 
@@ -341,7 +389,42 @@ mod tests {
             }
         }
         assert!(m.task_cost.iter().all(|&c| c > 0.0));
+        assert_eq!(m.candidate_cost, vec![1.0; 3]);
         assert_eq!(m.to_obs().len(), 30);
+    }
+
+    #[test]
+    fn costs_are_heavy_tailed_per_candidate_and_follow_difficulty() {
+        let p = SynthParams {
+            cost_log_sd: 1.0,
+            candidate_cost_log_sd: 0.5,
+            cost_difficulty_corr: 0.6,
+            ..SynthParams::default()
+        };
+        let m = rasch_matrix(40, 2000, &p, 4);
+        let lc: Vec<f64> = m.task_cost.iter().map(|c| c.ln()).collect();
+        let n = lc.len() as f64;
+        let (mc, md) = (
+            lc.iter().sum::<f64>() / n,
+            m.difficulty.iter().sum::<f64>() / n,
+        );
+        let cov = lc
+            .iter()
+            .zip(&m.difficulty)
+            .map(|(c, d)| (c - mc) * (d - md))
+            .sum::<f64>()
+            / n;
+        let sd = |v: &[f64], mu: f64| (v.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / n).sqrt();
+        let corr = cov / (sd(&lc, mc) * sd(&m.difficulty, md));
+        // Sample correlation of 2,000 tasks: standard error about 0.015.
+        assert!((corr - 0.6).abs() < 0.06, "{corr}");
+        assert!((sd(&lc, mc) - 1.0).abs() < 0.06);
+        // Heavy tail: the mean cost is well above the median (log-normal: e^0.5 = 1.65).
+        let mean = m.task_cost.iter().sum::<f64>() / n;
+        assert!(mean > 1.4, "{mean}");
+        let cells = m.cell_costs();
+        assert!((cells[3][7] - m.candidate_cost[3] * m.task_cost[7]).abs() < 1e-12);
+        assert!(m.candidate_cost.iter().any(|&k| (k - 1.0).abs() > 0.1));
     }
 
     #[test]

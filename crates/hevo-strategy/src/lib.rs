@@ -12,6 +12,7 @@
 //! strategy is written and tested here without building llama.cpp.
 #![warn(missing_docs)]
 
+pub mod matrix;
 pub mod replay;
 pub mod strategy;
 pub mod vocab;

@@ -8,11 +8,10 @@
 //! Replay cannot show overfitting of a fixed subset: logged candidates do not react to
 //! feedback ([`CAVEAT`]).
 
-use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
 
 use hevo_stats::design::Strata;
+use hevo_stats::estimate::Estimate;
 use hevo_stats::rank::{rank_of, spearman};
 use hevo_stats::weights::WeightParams;
 use rand::seq::SliceRandom;
@@ -20,6 +19,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+pub use crate::matrix::{Matrix, MatrixError};
 use crate::strategy::{build, CandidateId, Oracle, StrategyConfig, StrategyKind};
 
 /// The caveat every replay report carries.
@@ -27,285 +27,8 @@ pub const CAVEAT: &str = "Replay cannot show overfitting of a fixed subset: logg
 do not react to feedback, so a strategy that reuses one subset (fixed) looks better here than \
 in a live search.";
 
-/// A complete candidate x task outcome matrix, with optional per-cell cost.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Matrix {
-    /// Candidate names, in order of first appearance.
-    pub candidates: Vec<String>,
-    /// Task names, in order of first appearance.
-    pub tasks: Vec<String>,
-    /// `outcomes[c][t]` in `[0, 1]`.
-    pub outcomes: Vec<Vec<f64>>,
-    /// `cost[c][t]` in dollars, when given.
-    pub cost: Option<Vec<Vec<f64>>>,
-}
-
-/// A malformed or incomplete matrix: the message names the file and line.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum MatrixError {
-    /// The file could not be read.
-    #[error("{path}: cannot read: {reason}")]
-    Io {
-        /// File.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-    /// A problem at a line of the file.
-    #[error("{path}:{line}: {message}")]
-    Line {
-        /// File.
-        path: String,
-        /// 1-based line.
-        line: u64,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// A problem with the file as a whole (e.g. a missing cell).
-    #[error("{path}: {message}")]
-    File {
-        /// File.
-        path: String,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-}
-
-struct Cell {
-    outcome: f64,
-    cost: Option<f64>,
-}
-
-/// Candidate names, task names and the cells of one parsed file.
-type Parsed = (Vec<String>, Vec<String>, HashMap<(usize, usize), Cell>);
-
 /// One seed's per-strategy results, oracle test, val-best's test, number of val tasks.
 type SeedOut = (Vec<SeedResult>, f64, f64, usize);
-
-fn parse_file(path: &Path, want_outcome: bool) -> Result<Parsed, MatrixError> {
-    let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MatrixError::Io {
-        path: p.clone(),
-        reason: e.to_string(),
-    })?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
-    let line_err = |line: u64, message: String| MatrixError::Line {
-        path: p.clone(),
-        line,
-        message,
-    };
-    let headers = rdr
-        .headers()
-        .map_err(|e| line_err(1, format!("cannot read the header: {e}")))?
-        .clone();
-    let col = |name: &str| headers.iter().position(|h| h == name);
-    let (Some(ci), Some(ti)) = (col("candidate"), col("task")) else {
-        return Err(line_err(
-            1,
-            "the header must name the columns `candidate,task,outcome[,cost_usd]`".into(),
-        ));
-    };
-    let oi = col("outcome");
-    let ki = col("cost_usd");
-    if want_outcome && oi.is_none() {
-        return Err(line_err(1, "missing column `outcome` in the header".into()));
-    }
-    if !want_outcome && ki.is_none() {
-        return Err(line_err(
-            1,
-            "a cost file needs the header `candidate,task,cost_usd`".into(),
-        ));
-    }
-    let mut cands: Vec<String> = Vec::new();
-    let mut tasks: Vec<String> = Vec::new();
-    let mut cidx: HashMap<String, usize> = HashMap::new();
-    let mut tidx: HashMap<String, usize> = HashMap::new();
-    let mut cells: HashMap<(usize, usize), Cell> = HashMap::new();
-    let mut first_line: HashMap<(usize, usize), u64> = HashMap::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            line_err(line, format!("malformed CSV record: {e}"))
-        })?;
-        let line = rec.position().map_or(0, |p| p.line());
-        let get = |i: usize| rec.get(i).unwrap_or("");
-        let cand = get(ci);
-        let task = get(ti);
-        if cand.is_empty() || task.is_empty() {
-            return Err(line_err(line, "empty candidate or task name".into()));
-        }
-        let number = |i: Option<usize>, what: &str| -> Result<Option<f64>, MatrixError> {
-            let Some(i) = i else { return Ok(None) };
-            let s = get(i);
-            if s.is_empty() && what == "cost_usd" {
-                return Ok(None);
-            }
-            s.parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite())
-                .map(Some)
-                .ok_or_else(|| line_err(line, format!("{what} `{s}` is not a number")))
-        };
-        let outcome = number(if want_outcome { oi } else { None }, "outcome")?;
-        if let Some(o) = outcome {
-            if !(0.0..=1.0).contains(&o) {
-                return Err(line_err(
-                    line,
-                    format!("outcome {o} is outside [0, 1]; outcomes are pass rates"),
-                ));
-            }
-        }
-        let cost = number(ki, "cost_usd")?;
-        if let Some(c) = cost {
-            if c < 0.0 {
-                return Err(line_err(line, format!("cost_usd {c} is negative")));
-            }
-        }
-        let c = *cidx.entry(cand.to_string()).or_insert_with(|| {
-            cands.push(cand.to_string());
-            cands.len() - 1
-        });
-        let t = *tidx.entry(task.to_string()).or_insert_with(|| {
-            tasks.push(task.to_string());
-            tasks.len() - 1
-        });
-        if let Some(prev) = first_line.get(&(c, t)) {
-            return Err(line_err(
-                line,
-                format!(
-                    "duplicate cell (candidate `{cand}`, task `{task}`), first at line {prev}; \
-                     keep one row per cell (average repeated trials first)"
-                ),
-            ));
-        }
-        first_line.insert((c, t), line);
-        cells.insert(
-            (c, t),
-            Cell {
-                outcome: outcome.unwrap_or(f64::NAN),
-                cost,
-            },
-        );
-    }
-    if cands.is_empty() {
-        return Err(MatrixError::File {
-            path: p,
-            message: "no data rows".into(),
-        });
-    }
-    Ok((cands, tasks, cells))
-}
-
-impl Matrix {
-    /// Reads a long CSV `candidate,task,outcome[,cost_usd]` (and optionally a separate cost
-    /// file `candidate,task,cost_usd`), rejecting missing, duplicate or malformed cells.
-    pub fn from_csv(path: &Path, cost_path: Option<&Path>) -> Result<Matrix, MatrixError> {
-        let p = path.display().to_string();
-        let (cands, tasks, cells) = parse_file(path, true)?;
-        let (nc, nt) = (cands.len(), tasks.len());
-        let mut outcomes = vec![vec![0.0; nt]; nc];
-        let mut cost_m = vec![vec![f64::NAN; nt]; nc];
-        let mut any_cost = false;
-        for c in 0..nc {
-            for t in 0..nt {
-                let Some(cell) = cells.get(&(c, t)) else {
-                    return Err(MatrixError::File {
-                        path: p,
-                        message: format!(
-                            "incomplete matrix: no row for candidate `{}` and task `{}` \
-                             ({} candidates x {} tasks need {} rows, found {}); replay needs \
-                             every cell",
-                            cands[c],
-                            tasks[t],
-                            nc,
-                            nt,
-                            nc * nt,
-                            cells.len()
-                        ),
-                    });
-                };
-                outcomes[c][t] = cell.outcome;
-                if let Some(k) = cell.cost {
-                    cost_m[c][t] = k;
-                    any_cost = true;
-                }
-            }
-        }
-        if let Some(cp) = cost_path {
-            let q = cp.display().to_string();
-            let (cc, ct, ccells) = parse_file(cp, false)?;
-            for ((c, t), cell) in ccells {
-                let (Some(ci), Some(ti)) = (
-                    cands.iter().position(|x| *x == cc[c]),
-                    tasks.iter().position(|x| *x == ct[t]),
-                ) else {
-                    return Err(MatrixError::File {
-                        path: q,
-                        message: format!(
-                            "cost for unknown cell (candidate `{}`, task `{}`)",
-                            cc[c], ct[t]
-                        ),
-                    });
-                };
-                if let Some(k) = cell.cost {
-                    cost_m[ci][ti] = k;
-                    any_cost = true;
-                }
-            }
-        }
-        let cost = if any_cost {
-            for (c, row) in cost_m.iter().enumerate() {
-                for (t, v) in row.iter().enumerate() {
-                    if v.is_nan() {
-                        return Err(MatrixError::File {
-                            path: p,
-                            message: format!(
-                                "cost_usd is given for some cells but not for candidate `{}`, \
-                                 task `{}`; give it for every cell or for none",
-                                cands[c], tasks[t]
-                            ),
-                        });
-                    }
-                }
-            }
-            Some(cost_m)
-        } else {
-            None
-        };
-        if nc < 3 {
-            return Err(MatrixError::File {
-                path: p,
-                message: format!("replay needs at least 3 candidates (2 for Phase 0), found {nc}"),
-            });
-        }
-        if nt < 2 {
-            return Err(MatrixError::File {
-                path: p,
-                message: format!("replay needs at least 2 tasks, found {nt}"),
-            });
-        }
-        Ok(Matrix {
-            candidates: cands,
-            tasks,
-            outcomes,
-            cost,
-        })
-    }
-
-    /// A matrix from outcomes alone (synthetic data), with generated names.
-    pub fn from_outcomes(outcomes: Vec<Vec<f64>>) -> Matrix {
-        let nt = outcomes.first().map_or(0, |r| r.len());
-        Matrix {
-            candidates: (0..outcomes.len()).map(|c| format!("c{c}")).collect(),
-            tasks: (0..nt).map(|t| format!("t{t}")).collect(),
-            outcomes,
-            cost: None,
-        }
-    }
-}
 
 /// Replay settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -350,7 +73,22 @@ pub struct StrategyRow {
     pub top1: f64,
     /// Standard error over seeds of `rank`.
     pub rank_se: f64,
+    /// Share of seeds whose pick's selection-adjusted 95% interval
+    /// ([`crate::strategy::Outcome::pick_interval`]) covers the pick's true val score.
+    pub pick_coverage: f64,
+    /// Mean over seeds of the share of non-Phase-0 candidates whose own 95% interval covers
+    /// their true val score.
+    pub field_coverage: f64,
+    /// Mean width of the pick's selection-adjusted interval.
+    pub pick_width: f64,
+    /// Mean dollars spent per seed (`null` without costs).
+    pub cost_usd: Option<f64>,
+    /// Whether both coverages reach [`COVERAGE_TARGET`].
+    pub honest: bool,
 }
+
+/// The coverage every interval should reach (95% nominal, 93% allowing for seed noise).
+pub const COVERAGE_TARGET: f64 = 0.93;
 
 /// The whole replay report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -414,17 +152,28 @@ impl<'a> MatrixOracle<'a> {
 
 impl Oracle for MatrixOracle<'_> {
     fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
+        self.evaluate_costed(requests).0
+    }
+
+    fn evaluate_costed(
+        &mut self,
+        requests: &[(CandidateId, usize)],
+    ) -> (Vec<f64>, Option<Vec<f64>>) {
         self.evals += requests.len();
-        requests
+        let ys = requests
             .iter()
-            .map(|&(c, t)| {
-                let (r, k) = (self.rows[c], self.cols[t]);
-                if let Some(cost) = self.cost {
-                    self.cost_usd += cost[r][k];
-                }
-                self.outcomes[r][k]
-            })
-            .collect()
+            .map(|&(c, t)| self.outcomes[self.rows[c]][self.cols[t]])
+            .collect();
+        let costs = self.cost.map(|cost| {
+            requests
+                .iter()
+                .map(|&(c, t)| cost[self.rows[c]][self.cols[t]])
+                .collect::<Vec<f64>>()
+        });
+        if let Some(k) = &costs {
+            self.cost_usd += k.iter().sum::<f64>();
+        }
+        (ys, costs)
     }
 }
 
@@ -436,7 +185,16 @@ struct SeedResult {
     spearman: f64,
     evals_share: f64,
     cost_share: f64,
+    cost_usd: f64,
     top1: f64,
+    pick_cover: f64,
+    field_cover: f64,
+    pick_width: f64,
+}
+
+/// Whether `[e.ci_low, e.ci_high]` contains `truth` (up to rounding).
+fn covers(e: &Estimate, truth: f64) -> bool {
+    e.ci_low - 1e-9 <= truth && truth <= e.ci_high + 1e-9
 }
 
 /// The name that seeds a strategy: `coevolve` for every estimator variant.
@@ -511,6 +269,10 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
         let outcome = s.finish(&mut oracle);
         let est: Vec<f64> = outcome.estimates.iter().map(|e| e.value).collect();
         let rank = rank_of(&truth, outcome.pick) as f64;
+        let field: Vec<f64> = (n0..nc)
+            .map(|c| covers(&outcome.estimates[c], truth[c]) as u8 as f64)
+            .collect();
+        let pi = outcome.pick_interval;
         let sp = if nc - n0 >= 2 {
             spearman(&est[n0..], &truth[n0..])
         } else {
@@ -527,6 +289,10 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
             } else {
                 f64::NAN
             },
+            cost_usd: oracle.cost_usd,
+            pick_cover: covers(&pi, truth[outcome.pick]) as u8 as f64,
+            field_cover: field.iter().sum::<f64>() / field.len().max(1) as f64,
+            pick_width: pi.ci_high - pi.ci_low,
             top1: if truth[outcome.pick] >= truth[best_val] {
                 1.0
             } else {
@@ -604,6 +370,12 @@ pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
                 cost_share: m.cost.as_ref().map(|_| col(&|r| r.cost_share)),
                 top1: col(&|r| r.top1),
                 rank_se: rsd / n.sqrt(),
+                pick_coverage: col(&|r| r.pick_cover),
+                field_coverage: col(&|r| r.field_cover),
+                pick_width: col(&|r| r.pick_width),
+                cost_usd: m.cost.as_ref().map(|_| col(&|r| r.cost_usd)),
+                honest: col(&|r| r.pick_cover) >= COVERAGE_TARGET
+                    && col(&|r| r.field_cover) >= COVERAGE_TARGET,
             }
         })
         .collect();
@@ -637,17 +409,49 @@ impl fmt::Display for ReplayReport {
         )?;
         writeln!(
             f,
-            "{:<26} {:>7} {:>6} {:>7} {:>7} {:>9} {:>7} {:>6}",
-            "strategy", "rank", "top1", "val", "test", "spearman", "evals", "cost"
+            "{:<26} {:>7} {:>6} {:>7} {:>7} {:>9} {:>7} {:>6} {:>8} {:>8}",
+            "strategy",
+            "rank",
+            "top1",
+            "val",
+            "test",
+            "spearman",
+            "evals",
+            "cost",
+            "pick-cov",
+            "field-cov"
         )?;
+        let mut dishonest = Vec::new();
         for r in &self.strategies {
             let cost = r
                 .cost_share
                 .map_or("-".to_string(), |c| format!("{:.3}", c));
+            let mark = if r.honest { " " } else { "*" };
             writeln!(
                 f,
-                "{:<26} {:>7.2} {:>6.2} {:>7.4} {:>7.4} {:>9.3} {:>7.3} {:>6}",
-                r.name, r.rank, r.top1, r.val, r.test, r.spearman, r.evals_share, cost
+                "{:<26} {:>7.2} {:>6.2} {:>7.4} {:>7.4} {:>9.3} {:>7.3} {:>6} {:>8.3} {:>8.3}{mark}",
+                r.name,
+                r.rank,
+                r.top1,
+                r.val,
+                r.test,
+                r.spearman,
+                r.evals_share,
+                cost,
+                r.pick_coverage,
+                r.field_coverage
+            )?;
+            if !r.honest {
+                dishonest.push(r.name.as_str());
+            }
+        }
+        if !dishonest.is_empty() {
+            writeln!(
+                f,
+                "* intervals below the {:.0}% coverage target here: {} (do not trust their \
+                 printed intervals on this workload)",
+                COVERAGE_TARGET * 100.0,
+                dishonest.join(", ")
             )?;
         }
         writeln!(

@@ -222,15 +222,13 @@ impl LlmProposer {
 
 /// The file the entry runs (the first argument that names a file in the directory).
 pub fn entry_file(code: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(code.join("harness.toml")).ok()?;
-    let table: toml::Table = toml::from_str(&text).ok()?;
-    table
-        .get("entry")?
-        .as_array()?
+    let harness = hevo_runtime::harness::Harness::load(code).ok()?;
+    harness
+        .manifest
+        .entry
         .iter()
-        .filter_map(|v| v.as_str())
         .find(|a| code.join(a).is_file())
-        .map(str::to_string)
+        .cloned()
 }
 
 /// The contents of the first fenced code block of a reply.

@@ -6,37 +6,18 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::params::{ParamConfig, ParamSpace};
 use crate::archive::{copy_dir, CandidateMeta};
+use hevo_runtime::harness::Harness;
 
 /// Reads the parameter space and the current values (the defaults) of a harness directory.
 pub fn read_params(code_dir: &Path) -> Result<(ParamSpace, ParamConfig), String> {
-    let manifest = code_dir.join("harness.toml");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("cannot read `{}`: {e}", manifest.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).map_err(|e| format!("`{}`: {e}", manifest.display()))?;
+    let harness = Harness::load(code_dir).map_err(|e| e.to_string())?;
     let mut space = ParamSpace::new();
     let mut config = ParamConfig::new();
-    if let Some(params) = table.get("params").and_then(|p| p.as_table()) {
-        for (name, spec) in params {
-            let values: Vec<Value> = spec
-                .get("values")
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().map(toml_to_json).collect())
-                .unwrap_or_default();
-            if values.is_empty() {
-                continue;
-            }
-            let default = spec
-                .get("default")
-                .map(toml_to_json)
-                .unwrap_or_else(|| values[0].clone());
-            space.insert(name.clone(), values);
-            config.insert(name.clone(), default);
-        }
+    for (name, spec) in &harness.manifest.params {
+        space.insert(name.clone(), spec.values.clone());
+        config.insert(name.clone(), spec.default.clone());
     }
     Ok((space, config))
 }
@@ -50,64 +31,20 @@ pub fn write_candidate(
     dest: &Path,
 ) -> Result<(), String> {
     let err = |e: std::io::Error| format!("cannot write `{}`: {e}", dest.display());
+    let mut manifest = Harness::load(parent_code)
+        .map_err(|e| e.to_string())?
+        .manifest;
     copy_dir(parent_code, dest).map_err(err)?;
-    let manifest = dest.join("harness.toml");
-    let text = std::fs::read_to_string(&manifest).map_err(err)?;
-    let mut table: toml::Table =
-        toml::from_str(&text).map_err(|e| format!("`{}`: {e}", manifest.display()))?;
-    if let Some(params) = table.get_mut("params").and_then(|p| p.as_table_mut()) {
-        for (name, value) in config {
-            if let Some(spec) = params.get_mut(name).and_then(|s| s.as_table_mut()) {
-                if let Some(v) = json_to_toml(value) {
-                    spec.insert("default".into(), v);
-                }
-            }
+    for (name, value) in config {
+        if let Some(spec) = manifest.params.get_mut(name) {
+            spec.default = value.clone();
         }
     }
-    table.insert("name".into(), toml::Value::String(meta.name.clone()));
-    let out = toml::to_string(&table).map_err(|e| e.to_string())?;
-    std::fs::write(&manifest, out).map_err(err)?;
+    manifest.name = Some(meta.name.clone());
+    manifest.write(dest).map_err(|e| e.to_string())?;
     let meta_text = toml::to_string(meta).map_err(|e| e.to_string())?;
     std::fs::write(dest.join("candidate.toml"), meta_text).map_err(err)?;
     Ok(())
-}
-
-/// A TOML value as JSON (datetimes become strings).
-pub fn toml_to_json(v: &toml::Value) -> Value {
-    match v {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .unwrap_or(Value::Null),
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// A JSON value as TOML (`null` has no TOML form and gives `None`).
-pub fn json_to_toml(v: &Value) -> Option<toml::Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => toml::Value::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64()?),
-        },
-        Value::String(s) => toml::Value::String(s.clone()),
-        Value::Array(a) => toml::Value::Array(a.iter().filter_map(json_to_toml).collect()),
-        Value::Object(o) => toml::Value::Table(
-            o.iter()
-                .filter_map(|(k, v)| Some((k.clone(), json_to_toml(v)?)))
-                .collect(),
-        ),
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,414 @@
+//! Candidate x task outcome matrices for replay: logged CSVs, per-attempt matrices drawn
+//! from pass@1 columns, and seeded synthetic Rasch matrices with a cost model.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A complete candidate x task outcome matrix, with optional per-cell cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Matrix {
+    /// Candidate names, in order of first appearance.
+    pub candidates: Vec<String>,
+    /// Task names, in order of first appearance.
+    pub tasks: Vec<String>,
+    /// `outcomes[c][t]` in `[0, 1]`.
+    pub outcomes: Vec<Vec<f64>>,
+    /// `cost[c][t]` in dollars, when given.
+    pub cost: Option<Vec<Vec<f64>>>,
+}
+
+/// A malformed or incomplete matrix: the message names the file and line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MatrixError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {reason}")]
+    Io {
+        /// File.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A problem at a line of the file.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// File.
+        path: String,
+        /// 1-based line.
+        line: u64,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// A problem with the file as a whole (e.g. a missing cell).
+    #[error("{path}: {message}")]
+    File {
+        /// File.
+        path: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+struct Cell {
+    outcome: f64,
+    cost: Option<f64>,
+}
+
+/// Candidate names, task names and the cells of one parsed file.
+type Parsed = (Vec<String>, Vec<String>, HashMap<(usize, usize), Cell>);
+
+fn parse_file(path: &Path, want_outcome: bool) -> Result<Parsed, MatrixError> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| MatrixError::Io {
+        path: p.clone(),
+        reason: e.to_string(),
+    })?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let line_err = |line: u64, message: String| MatrixError::Line {
+        path: p.clone(),
+        line,
+        message,
+    };
+    let headers = rdr
+        .headers()
+        .map_err(|e| line_err(1, format!("cannot read the header: {e}")))?
+        .clone();
+    let col = |name: &str| headers.iter().position(|h| h == name);
+    let (Some(ci), Some(ti)) = (col("candidate"), col("task")) else {
+        return Err(line_err(
+            1,
+            "the header must name the columns `candidate,task,outcome[,cost_usd]`".into(),
+        ));
+    };
+    let oi = col("outcome");
+    let ki = col("cost_usd");
+    if want_outcome && oi.is_none() {
+        return Err(line_err(1, "missing column `outcome` in the header".into()));
+    }
+    if !want_outcome && ki.is_none() {
+        return Err(line_err(
+            1,
+            "a cost file needs the header `candidate,task,cost_usd`".into(),
+        ));
+    }
+    let mut cands: Vec<String> = Vec::new();
+    let mut tasks: Vec<String> = Vec::new();
+    let mut cidx: HashMap<String, usize> = HashMap::new();
+    let mut tidx: HashMap<String, usize> = HashMap::new();
+    let mut cells: HashMap<(usize, usize), Cell> = HashMap::new();
+    let mut first_line: HashMap<(usize, usize), u64> = HashMap::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            line_err(line, format!("malformed CSV record: {e}"))
+        })?;
+        let line = rec.position().map_or(0, |p| p.line());
+        let get = |i: usize| rec.get(i).unwrap_or("");
+        let cand = get(ci);
+        let task = get(ti);
+        if cand.is_empty() || task.is_empty() {
+            return Err(line_err(line, "empty candidate or task name".into()));
+        }
+        let number = |i: Option<usize>, what: &str| -> Result<Option<f64>, MatrixError> {
+            let Some(i) = i else { return Ok(None) };
+            let s = get(i);
+            if s.is_empty() && what == "cost_usd" {
+                return Ok(None);
+            }
+            s.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .map(Some)
+                .ok_or_else(|| line_err(line, format!("{what} `{s}` is not a number")))
+        };
+        let outcome = number(if want_outcome { oi } else { None }, "outcome")?;
+        if let Some(o) = outcome {
+            if !(0.0..=1.0).contains(&o) {
+                return Err(line_err(
+                    line,
+                    format!("outcome {o} is outside [0, 1]; outcomes are pass rates"),
+                ));
+            }
+        }
+        let cost = number(ki, "cost_usd")?;
+        if let Some(c) = cost {
+            if c < 0.0 {
+                return Err(line_err(line, format!("cost_usd {c} is negative")));
+            }
+        }
+        let c = *cidx.entry(cand.to_string()).or_insert_with(|| {
+            cands.push(cand.to_string());
+            cands.len() - 1
+        });
+        let t = *tidx.entry(task.to_string()).or_insert_with(|| {
+            tasks.push(task.to_string());
+            tasks.len() - 1
+        });
+        if let Some(prev) = first_line.get(&(c, t)) {
+            return Err(line_err(
+                line,
+                format!(
+                    "duplicate cell (candidate `{cand}`, task `{task}`), first at line {prev}; \
+                     keep one row per cell (average repeated trials first)"
+                ),
+            ));
+        }
+        first_line.insert((c, t), line);
+        cells.insert(
+            (c, t),
+            Cell {
+                outcome: outcome.unwrap_or(f64::NAN),
+                cost,
+            },
+        );
+    }
+    if cands.is_empty() {
+        return Err(MatrixError::File {
+            path: p,
+            message: "no data rows".into(),
+        });
+    }
+    Ok((cands, tasks, cells))
+}
+
+impl Matrix {
+    /// Reads a long CSV `candidate,task,outcome[,cost_usd]` (and optionally a separate cost
+    /// file `candidate,task,cost_usd`), rejecting missing, duplicate or malformed cells.
+    pub fn from_csv(path: &Path, cost_path: Option<&Path>) -> Result<Matrix, MatrixError> {
+        let p = path.display().to_string();
+        let (cands, tasks, cells) = parse_file(path, true)?;
+        let (nc, nt) = (cands.len(), tasks.len());
+        let mut outcomes = vec![vec![0.0; nt]; nc];
+        let mut cost_m = vec![vec![f64::NAN; nt]; nc];
+        let mut any_cost = false;
+        for c in 0..nc {
+            for t in 0..nt {
+                let Some(cell) = cells.get(&(c, t)) else {
+                    return Err(MatrixError::File {
+                        path: p,
+                        message: format!(
+                            "incomplete matrix: no row for candidate `{}` and task `{}` \
+                             ({} candidates x {} tasks need {} rows, found {}); replay needs \
+                             every cell",
+                            cands[c],
+                            tasks[t],
+                            nc,
+                            nt,
+                            nc * nt,
+                            cells.len()
+                        ),
+                    });
+                };
+                outcomes[c][t] = cell.outcome;
+                if let Some(k) = cell.cost {
+                    cost_m[c][t] = k;
+                    any_cost = true;
+                }
+            }
+        }
+        if let Some(cp) = cost_path {
+            let q = cp.display().to_string();
+            let (cc, ct, ccells) = parse_file(cp, false)?;
+            for ((c, t), cell) in ccells {
+                let (Some(ci), Some(ti)) = (
+                    cands.iter().position(|x| *x == cc[c]),
+                    tasks.iter().position(|x| *x == ct[t]),
+                ) else {
+                    return Err(MatrixError::File {
+                        path: q,
+                        message: format!(
+                            "cost for unknown cell (candidate `{}`, task `{}`)",
+                            cc[c], ct[t]
+                        ),
+                    });
+                };
+                if let Some(k) = cell.cost {
+                    cost_m[ci][ti] = k;
+                    any_cost = true;
+                }
+            }
+        }
+        let cost = if any_cost {
+            for (c, row) in cost_m.iter().enumerate() {
+                for (t, v) in row.iter().enumerate() {
+                    if v.is_nan() {
+                        return Err(MatrixError::File {
+                            path: p,
+                            message: format!(
+                                "cost_usd is given for some cells but not for candidate `{}`, \
+                                 task `{}`; give it for every cell or for none",
+                                cands[c], tasks[t]
+                            ),
+                        });
+                    }
+                }
+            }
+            Some(cost_m)
+        } else {
+            None
+        };
+        if nc < 3 {
+            return Err(MatrixError::File {
+                path: p,
+                message: format!("replay needs at least 3 candidates (2 for Phase 0), found {nc}"),
+            });
+        }
+        if nt < 2 {
+            return Err(MatrixError::File {
+                path: p,
+                message: format!("replay needs at least 2 tasks, found {nt}"),
+            });
+        }
+        Ok(Matrix {
+            candidates: cands,
+            tasks,
+            outcomes,
+            cost,
+        })
+    }
+
+    /// A matrix from outcomes alone (synthetic data), with generated names.
+    pub fn from_outcomes(outcomes: Vec<Vec<f64>>) -> Matrix {
+        let nt = outcomes.first().map_or(0, |r| r.len());
+        Matrix {
+            candidates: (0..outcomes.len()).map(|c| format!("c{c}")).collect(),
+            tasks: (0..nt).map(|t| format!("t{t}")).collect(),
+            outcomes,
+            cost: None,
+        }
+    }
+
+    /// A per-attempt matrix: every candidate of a `candidate,task,pass_at_1` CSV (e.g. a
+    /// `.extra.csv`) becomes `attempts` candidates `name#0 .. name#{attempts-1}`, each with
+    /// an independent Bernoulli(`pass_at_1`) outcome per task, seeded by `seed`. Attempts
+    /// of one candidate differ only by noise: the near-identical regime of a live search.
+    pub fn from_attempts(path: &Path, attempts: usize, seed: u64) -> Result<Matrix, MatrixError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| MatrixError::Io {
+            path: p.clone(),
+            reason: e.to_string(),
+        })?;
+        let line_err = |line: u64, message: String| MatrixError::Line {
+            path: p.clone(),
+            line,
+            message,
+        };
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let headers = rdr
+            .headers()
+            .map_err(|e| line_err(1, format!("cannot read the header: {e}")))?
+            .clone();
+        let col = |name: &str| headers.iter().position(|h| h == name);
+        let (Some(ci), Some(ti), Some(pi)) = (col("candidate"), col("task"), col("pass_at_1"))
+        else {
+            return Err(line_err(
+                1,
+                "--attempts needs a CSV with the columns `candidate,task,pass_at_1` \
+                 (a `.extra.csv`)"
+                    .into(),
+            ));
+        };
+        let mut cands: Vec<String> = Vec::new();
+        let mut tasks: Vec<String> = Vec::new();
+        let mut cidx: HashMap<String, usize> = HashMap::new();
+        let mut tidx: HashMap<String, usize> = HashMap::new();
+        let mut rate: HashMap<(usize, usize), f64> = HashMap::new();
+        for rec in rdr.records() {
+            let rec = rec.map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                line_err(line, format!("malformed CSV record: {e}"))
+            })?;
+            let line = rec.position().map_or(0, |p| p.line());
+            let get = |i: usize| rec.get(i).unwrap_or("");
+            let v: f64 = get(pi)
+                .parse()
+                .ok()
+                .filter(|v: &f64| (0.0..=1.0).contains(v))
+                .ok_or_else(|| {
+                    line_err(
+                        line,
+                        format!("pass_at_1 `{}` is not a number in [0, 1]", get(pi)),
+                    )
+                })?;
+            let c = *cidx.entry(get(ci).to_string()).or_insert_with(|| {
+                cands.push(get(ci).to_string());
+                cands.len() - 1
+            });
+            let t = *tidx.entry(get(ti).to_string()).or_insert_with(|| {
+                tasks.push(get(ti).to_string());
+                tasks.len() - 1
+            });
+            if rate.insert((c, t), v).is_some() {
+                return Err(line_err(
+                    line,
+                    format!(
+                        "duplicate cell (candidate `{}`, task `{}`)",
+                        get(ci),
+                        get(ti)
+                    ),
+                ));
+            }
+        }
+        let k = attempts.max(1);
+        let mut names = Vec::new();
+        let mut outcomes = Vec::new();
+        for (c, name) in cands.iter().enumerate() {
+            for a in 0..k {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                rng.set_stream((c * k + a) as u64);
+                let mut row = Vec::with_capacity(tasks.len());
+                for (t, task) in tasks.iter().enumerate() {
+                    let Some(&r) = rate.get(&(c, t)) else {
+                        return Err(MatrixError::File {
+                            path: p,
+                            message: format!(
+                                "incomplete matrix: no pass_at_1 for candidate `{name}` and \
+                                 task `{task}`"
+                            ),
+                        });
+                    };
+                    row.push((rng.gen::<f64>() < r) as u8 as f64);
+                }
+                names.push(format!("{name}#{a}"));
+                outcomes.push(row);
+            }
+        }
+        if names.len() < 3 || tasks.len() < 2 {
+            return Err(MatrixError::File {
+                path: p,
+                message: "replay needs at least 3 candidates and 2 tasks".into(),
+            });
+        }
+        Ok(Matrix {
+            candidates: names,
+            tasks,
+            outcomes,
+            cost: None,
+        })
+    }
+
+    /// A seeded synthetic Rasch matrix ([`hevo_stats::synth::rasch_matrix`]), with its
+    /// per-cell costs when the model has any (`cost_log_sd > 0`).
+    pub fn synthetic(
+        n_candidates: usize,
+        n_tasks: usize,
+        params: &hevo_stats::synth::SynthParams,
+        seed: u64,
+    ) -> Matrix {
+        let s = hevo_stats::synth::rasch_matrix(n_candidates, n_tasks, params, seed);
+        let with_cost = params.cost_log_sd > 0.0 || params.candidate_cost_log_sd > 0.0;
+        let cost = with_cost.then(|| s.cell_costs());
+        Matrix {
+            cost,
+            ..Matrix::from_outcomes(s.outcomes)
+        }
+    }
+}
