@@ -32,6 +32,10 @@ fn the_openai_sdk_reaches_the_gateway_from_inside_the_sandbox() {
         return;
     }
     if !Path::new("/usr/bin/bwrap").exists() {
+        assert!(
+            std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
+            "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
+        );
         eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
         return;
     }

@@ -4,7 +4,8 @@
 //! `eval::run_with` and the real `SandboxLauncher` (bwrap plus the `hevo-sandbox-init`
 //! binary of this crate), and asserts the exact outcome. Where it proves the attack is
 //! real, the same harness is also run with `LocalLauncher` and must succeed there. Tests
-//! skip loudly when bwrap cannot make a sandbox on this machine.
+//! skip loudly when bwrap cannot make a sandbox on this machine (and fail instead with
+//! `HEVO_TEST_SANDBOX=1`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -24,6 +25,11 @@ fn sandbox() -> Option<Arc<dyn Launcher>> {
     let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
     match SandboxLauncher::new("/usr/bin/bwrap".into(), init, SandboxOptions::default()) {
         Ok(l) => Some(Arc::new(l)),
+        // CI sets HEVO_TEST_SANDBOX=1 once bubblewrap is installed: then a missing
+        // sandbox fails the test instead of skipping it.
+        Err(e) if std::env::var("HEVO_TEST_SANDBOX").is_ok_and(|v| v == "1") => {
+            panic!("HEVO_TEST_SANDBOX=1 but no sandbox: {e}")
+        }
         Err(e) => {
             eprintln!("SKIPPED: no sandbox on this machine: {e} (apt-get install bubblewrap)");
             None
