@@ -6,7 +6,9 @@
 //! - [`run`]: the loop (Phase 0, iterations, validation, resume) driving a
 //!   `hevo_strategy` strategy through a live oracle;
 //! - [`runner`]: evaluates a batch of trials for the loop through `hevo_runtime`;
-//! - [`finalize`]: the test split, once, after a search.
+//! - [`finalize`]: the test split, once, after a search;
+//! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
+//! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:
 //! trials, the store and model access are `hevo-runtime`'s, the policy is
@@ -15,7 +17,9 @@
 
 pub mod archive;
 pub mod config;
+pub mod diagnose;
 pub mod finalize;
+pub mod objective;
 pub mod proposer;
 pub mod run;
 pub mod runner;

@@ -17,7 +17,7 @@ use hevo_runtime::launch::Launcher;
 use hevo_runtime::model_access::{ModelAccess, ModelEnv};
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::spend::Spend;
-use hevo_runtime::store::EstimateRow;
+use hevo_runtime::store::{EstimateRow, TrialRow};
 use hevo_runtime::suite::Suite;
 use hevo_runtime::task::Split;
 use hevo_runtime::trial::TrialStatus;
@@ -71,6 +71,10 @@ pub trait CandidateRunner {
         code_dir: &Path,
         estimate: &FinalEstimate,
     ) -> Result<(), EvalError>;
+
+    /// Every stored trial row of `code_dir`'s candidate in the search (not smoke trials):
+    /// spend, wall time and trace prefix, for the cost objective and the analyzer.
+    fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError>;
 }
 
 /// A strategy's final estimate of one candidate, as the store keeps it.
@@ -229,6 +233,11 @@ fn results_of(report: &EvalReport) -> TaskResults {
 }
 
 impl CandidateRunner for LiveRunner {
+    fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError> {
+        let candidate = self.evaluator.load(code_dir)?;
+        Ok(self.evaluator.store().trials_of(candidate.candidate_id)?)
+    }
+
     fn record_estimate(&mut self, code_dir: &Path, e: &FinalEstimate) -> Result<(), EvalError> {
         let candidate = self.evaluator.load(code_dir)?;
         let finite = |x: f64| x.is_finite().then_some(x);
