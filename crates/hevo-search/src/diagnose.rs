@@ -5,8 +5,8 @@
 //! `<trace prefix>/model_calls.jsonl` (one `request` and one `response` line per call) and
 //! flags:
 //!
-//! - `growing_input`: input tokens per call growing within a trial (at least 3 calls, each
-//!   larger than the one before, the last at least twice the first): the prompt carries a
+//! - `growing_input`: input tokens per call growing within a trial (at least 3 calls, none
+//!   smaller than the one before, the last at least twice the first): the prompt carries a
 //!   growing history;
 //! - `repeated_output` / `repeated_prompt`: identical model answers or identical requests
 //!   within a trial;
@@ -170,7 +170,7 @@ fn diagnose_trial(row: &TrialRow, prefix: &Path, out: &mut Vec<Finding>) {
     let inputs: Vec<u64> = calls.iter().filter_map(|c| c.input_tokens).collect();
     if inputs.len() >= 3
         && inputs.len() == calls.len()
-        && inputs.windows(2).all(|w| w[1] > w[0])
+        && inputs.windows(2).all(|w| w[1] >= w[0])
         && inputs[inputs.len() - 1] >= 2 * inputs[0].max(1)
     {
         let total: u64 = inputs.iter().sum();
