@@ -355,6 +355,14 @@ fn print_run(
     write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))
 }
 
+/// A cost in its unit: dollars to 6 decimals, tokens to 1.
+fn cost(unit: hevo_search::objective::CostUnit, x: f64) -> String {
+    match unit {
+        hevo_search::objective::CostUnit::Usd => format!("{x:.6}"),
+        hevo_search::objective::CostUnit::Tokens => format!("{x:.1}"),
+    }
+}
+
 /// One line per pareto tier, as the search measured it on validation.
 fn tier_lines(p: &hevo_search::objective::ParetoReport) -> String {
     let unit = p.unit.label();
@@ -368,17 +376,22 @@ fn tier_lines(p: &hevo_search::objective::ParetoReport) -> String {
     for t in &p.tiers {
         let c = &t.candidate;
         text += &format!(
-            "  {:<6} {:<28} pass {:.3} [{:.3}, {:.3}]  cost/task {:.6} [{:.6}, {:.6}] {unit}  time/task {:.0} ms\n",
+            "  {:<6} {:<28} pass {:.3} [{:.3}, {:.3}]  cost/task {} [{}, {}] {unit}  time/task {:.0} ms\n",
             t.tier,
             c.name,
             c.pass_rate.value,
             c.pass_rate.ci_low,
             c.pass_rate.ci_high,
-            c.cost.per_task.value,
-            c.cost.per_task.ci_low,
-            c.cost.per_task.ci_high,
+            cost(p.unit, c.cost.per_task.value),
+            cost(p.unit, c.cost.per_task.ci_low),
+            cost(p.unit, c.cost.per_task.ci_high),
             c.cost.wall_ms_per_task
         );
+    }
+    let mut names: Vec<&str> = p.tiers.iter().map(|t| t.candidate.name.as_str()).collect();
+    names.dedup();
+    if p.tiers.len() > 1 && names.len() == 1 {
+        text += "  (the tiers coincide: no surviving candidate trades pass rate for cost)\n";
     }
     text
 }
@@ -440,16 +453,16 @@ fn finalize_table(f: &FinalizeReport) -> String {
     for (tier, name, t) in tiers {
         let c = &t.cost;
         text += &format!(
-            "  tier {tier:<6} {name}: pass {:.3} [{:.3}, {:.3}], cost/task {:.6} [{:.6}, {:.6}] {}, time/task {:.0} ms, cost of pass {:.6}\n",
+            "  tier {tier:<6} {name}: pass {:.3} [{:.3}, {:.3}], cost/task {} [{}, {}] {}, time/task {:.0} ms, cost of pass {}\n",
             t.pass_rate,
             t.ci_low,
             t.ci_high,
-            c.per_task.value,
-            c.per_task.ci_low,
-            c.per_task.ci_high,
+            cost(c.unit, c.per_task.value),
+            cost(c.unit, c.per_task.ci_low),
+            cost(c.unit, c.per_task.ci_high),
             c.unit.label(),
             c.wall_ms_per_task,
-            c.cost_of_pass()
+            cost(c.unit, c.cost_of_pass())
         );
     }
     let pick = f.test.values().find(|t| t.role.starts_with("pick"));
