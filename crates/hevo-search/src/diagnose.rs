@@ -411,3 +411,98 @@ fn content_text(v: &Value) -> String {
         _ => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hevo_runtime::spend::Spend;
+    use serde_json::json;
+
+    fn row(prefix: &Path, answer: &str) -> TrialRow {
+        TrialRow {
+            run_id: "r".into(),
+            candidate_id: 1,
+            task_id: "t1".into(),
+            trial_index: 0,
+            outcome: 1.0,
+            status: "pass".into(),
+            spend: Spend::default(),
+            wall_ms: 5,
+            attempts: 1,
+            trace_path: Some(prefix.to_string_lossy().into_owned()),
+            error: None,
+            answer: Some(json!(answer).to_string()),
+        }
+    }
+
+    /// Writes a gateway trace: one request and one response line per `(prompt, output,
+    /// prompt tokens)`.
+    fn trace(prefix: &Path, calls: &[(&str, &str, u64)]) {
+        std::fs::create_dir_all(prefix).unwrap();
+        let mut text = String::new();
+        for (seq, (prompt, output, tokens)) in calls.iter().enumerate() {
+            let req = json!({"seq": seq, "type": "request", "api": "openai",
+                "body": {"model": "m", "messages": [{"role": "user", "content": prompt}]}});
+            let resp = json!({"seq": seq, "type": "response", "api": "openai", "status": 200,
+                "body": {"choices": [{"message": {"role": "assistant", "content": output}}],
+                         "usage": {"prompt_tokens": tokens, "completion_tokens": 2}}});
+            text += &format!("{req}\n{resp}\n");
+        }
+        std::fs::write(prefix.join("model_calls.jsonl"), text).unwrap();
+        std::fs::write(with_suffix(prefix, ".stdout"), "{\"answer\": \"x\"}\n").unwrap();
+    }
+
+    #[test]
+    fn a_clean_trace_has_no_finding() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("c1/t1/0");
+        trace(
+            &p,
+            &[("think about it", "step", 100), ("now answer", "yes", 120)],
+        );
+        let d = diagnose("clean", &[row(&p, "yes")]);
+        assert!(d.findings.is_empty(), "{:?}", d.findings);
+        assert_eq!(d.trials, 1);
+    }
+
+    #[test]
+    fn planted_waste_is_found_with_its_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("c1/t1/0");
+        let dump = "config line\n".repeat(2_000);
+        trace(
+            &p,
+            &[
+                ("read the config", "ok", 100),
+                (&dump, "yes", 6_000),
+                ("check again", "yes", 6_100),
+            ],
+        );
+        let d = diagnose("wasteful", &[row(&p, "yes")]);
+        let kind = |k: &str| d.findings.iter().find(|f| f.kind == k).cloned();
+        let grow = kind("growing_input").expect("growing input");
+        assert_eq!(grow.evidence.lines, [1, 6]);
+        assert!(
+            grow.finding.contains("from 100 to 6100 over 3 calls"),
+            "{grow:?}"
+        );
+        let rep = kind("repeated_output").expect("repeated output");
+        assert_eq!(rep.evidence.lines, [3, 6]);
+        let after = kind("calls_after_final").expect("calls after final");
+        assert_eq!(after.evidence.lines, [5, 6]);
+        assert!(
+            after.effect_on_cost.contains("6102 tokens in 1 call(s)"),
+            "{after:?}"
+        );
+        let dump = kind("large_dump").expect("a dump into the prompt");
+        assert_eq!(dump.evidence.lines, [3, 3]);
+        assert!(kind("repeated_prompt").is_none(), "{:?}", d.findings);
+
+        let cand = tmp.path().join("cand");
+        std::fs::create_dir_all(&cand).unwrap();
+        save(&cand, &d).unwrap();
+        let back: Diagnosis =
+            serde_json::from_slice(&std::fs::read(cand.join(DIAGNOSIS_FILE)).unwrap()).unwrap();
+        assert_eq!(back, d);
+    }
+}
