@@ -9,7 +9,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
-use std::time::Duration;
 
 use anyhow::anyhow;
 use hevo_runtime::cancel::Cancel;
@@ -93,20 +92,22 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         ("--kill-grace", Some(args.kill_grace)),
     ] {
         if let Some(v) = v {
-            if !(v.is_finite() && v >= 0.0) {
+            if hevo_runtime::limits::seconds(v).is_none() {
                 return Err(CliError::User(anyhow!(
-                    "`{name}` must be a non-negative number of seconds, got {v}"
+                    "{}",
+                    hevo_runtime::limits::seconds_problem(&format!("`{name}`"), v)
                 )));
             }
         }
     }
-    opts.timeout = args.timeout.map(Duration::from_secs_f64);
-    opts.grace = Duration::from_secs_f64(args.kill_grace);
+    opts.timeout = args.timeout.and_then(hevo_runtime::limits::seconds);
+    opts.grace = hevo_runtime::limits::seconds(args.kill_grace).unwrap_or_default();
     opts.output_cap = args.output_cap;
     opts.cancel = cancel.clone();
 
     let mut plan = eval::plan(opts).map_err(to_cli)?;
     eprintln!("hevo: run dir {}", plan.run_dir.display());
+    let launcher = crate::launcher()?;
     let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
     let model = match &layer {
@@ -117,7 +118,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let (tx, rx) = mpsc::channel();
     let mode = eval_progress::Mode::choose(args.no_progress);
     let reporter = std::thread::spawn(move || eval_progress::render(rx, mode));
-    let result = eval::run(&plan, Some(tx));
+    let result = eval::run_with(&plan, launcher, Some(tx));
     let _ = reporter.join();
     model.shutdown();
     let report = match result {
@@ -157,6 +158,10 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
              (first: {first}); running the same command again retries them"
         );
     }
+    let answered = ["pass", "fail"]
+        .iter()
+        .map(|s| report.status_counts.get(*s).copied().unwrap_or(0))
+        .sum::<usize>();
     let mut out = std::io::stdout().lock();
     let written = if args.json {
         serde_json::to_writer_pretty(&mut out, &report.to_json())
@@ -165,6 +170,15 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     } else {
         write_table(&mut out, &report)
     };
+    if report.trials > 0 && answered == 0 {
+        eprintln!(
+            "hevo: error: every trial of this evaluation errored (no pass or fail: {:?}); \
+             see the traces in {}",
+            report.status_counts,
+            plan.run_dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     match written {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // A closed pipe (`| head`) is a clean stop.

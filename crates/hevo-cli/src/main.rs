@@ -10,7 +10,9 @@ mod eval_progress;
 mod model_cmd;
 mod model_setup;
 mod replay_cmd;
+mod report_cmd;
 mod run_cmd;
+mod status_cmd;
 
 use std::process::ExitCode;
 
@@ -49,9 +51,21 @@ enum Command {
     Replay(replay_cmd::Args),
     /// Manage and try the local model (pull, list, run).
     Model(model_cmd::Args),
+    /// Write a run's self-contained HTML report (RUN/report.html).
+    Report(report_cmd::Args),
+    /// Summarize a run in the terminal, also while its search is running.
+    Status(status_cmd::StatusArgs),
+    /// Show one candidate of a run: scores, interval, per-task outcomes, cost, diff.
+    Show(status_cmd::ShowArgs),
+    /// List the runs under a directory (default: runs/).
+    Ls(status_cmd::LsArgs),
 }
 
 fn main() -> ExitCode {
+    // Inside a sandbox this binary is the init; outside, provider keys leave the
+    // environment `/proc` shows before anything else runs.
+    hevo_runtime::sandbox_init::run_if_asked();
+    hevo_runtime::custody::protect_keys();
     let cli = Cli::parse();
     init_logging();
     // One cancellation token for the process: signals become its reasons, and every
@@ -74,11 +88,30 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval_cmd::run(args, &cancel),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Model(args) => model_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
+        Command::Status(args) => status_cmd::status(args),
+        Command::Show(args) => status_cmd::show(args),
+        Command::Ls(args) => status_cmd::ls(args),
     };
     match result {
         Ok(code) => code,
         Err(err) => err.report(),
     }
+}
+
+/// The launcher every trial-side process goes through: the sandbox where bwrap can make
+/// one (probed once), else the local launcher with a loud warning.
+pub(crate) fn launcher() -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError::Internal(e.into()))?;
+    let choice = hevo_runtime::sandbox::default_launcher(&exe)
+        .map_err(|e| CliError::User(anyhow::anyhow!(e)))?;
+    if let Some(reason) = &choice.unsandboxed_reason {
+        eprintln!(
+            "hevo: WARNING: trials run UNSANDBOXED ({reason}): harness code can read this \
+             user's files and hevo's processes; install bubblewrap (docs/security.md)"
+        );
+    }
+    Ok(choice.launcher)
 }
 
 /// Sends `tracing` warnings (e.g. a ledger row that could not be written) to stderr, so

@@ -147,7 +147,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         .map_err(|e| user(format!("cannot create `{}`: {e}", run_dir.display())))?;
     log(&format!("run directory: {}", run_dir.display()));
     let model = ModelLayer::start(&config, &config_file, &run_dir, &mut log)?;
-    let launcher = config.executor.launcher(&run_dir).map_err(user)?;
+    let launcher = launcher_for(&config, &run_dir)?;
     let jobs = config
         .search
         .jobs
@@ -504,7 +504,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         jobs: args.jobs.unwrap_or_else(hevo_runtime::eval::default_jobs),
         model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
-        launcher: config.executor.launcher(&args.run).map_err(user)?,
+        launcher: launcher_for(&config, &args.run)?,
         cancel: cancel.clone(),
     };
     let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?;
@@ -533,5 +533,17 @@ fn finalize_error(e: FinalizeError) -> CliError {
         user(e)
     } else {
         CliError::Internal(e.into())
+    }
+}
+
+/// The launcher of a run: the sandbox on this machine (`crate::launcher`), or Slurm jobs
+/// when `[executor] kind = "slurm"`.
+fn launcher_for(
+    config: &RunConfig,
+    run_dir: &std::path::Path,
+) -> Result<Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
+    match config.executor.kind {
+        hevo_search::config::ExecutorKind::Local => crate::launcher(),
+        hevo_search::config::ExecutorKind::Slurm => config.executor.launcher(run_dir).map_err(user),
     }
 }

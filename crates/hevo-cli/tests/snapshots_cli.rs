@@ -36,18 +36,16 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
-#[test]
-fn eval_table_of_the_sentiment_example() {
+/// Runs `hevo` with `args` (a temp dir passed to `dir_arg` as its last argument) and
+/// snapshots its stdout with the volatile fields filtered.
+fn snapshot_stdout(name: &str, args: &[&str], dir_arg: &str, last: Option<PathBuf>) {
     let tmp = tempfile::tempdir().unwrap();
-    let out = hevo()
-        .arg("eval")
-        .arg(examples().join("sentiment/harness-rules"))
-        .arg("--suite")
-        .arg(examples().join("sentiment"))
-        .args(["--no-progress", "--no-model", "--jobs", "2", "--run-dir"])
-        .arg(tmp.path().join("eval"))
-        .output()
-        .unwrap();
+    let mut cmd = hevo();
+    cmd.args(args).arg(dir_arg).arg(tmp.path().join("out"));
+    if let Some(l) = last {
+        cmd.arg(l);
+    }
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -58,29 +56,37 @@ fn eval_table_of_the_sentiment_example() {
         settings.add_filter(&re, with);
     }
     settings.bind(|| {
-        insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+        insta::assert_snapshot!(name, String::from_utf8_lossy(&out.stdout));
     });
 }
 
 #[test]
-fn run_summary_of_the_threshold_example() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = hevo()
-        .args(["run", "--no-progress", "--jobs", "2", "--run-dir"])
-        .arg(tmp.path().join("run"))
-        .arg(examples().join("threshold"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+fn eval_table_of_the_sentiment_example() {
+    let harness = examples().join("sentiment/harness-rules");
+    let suite = examples().join("sentiment");
+    snapshot_stdout(
+        "eval_table_of_the_sentiment_example",
+        &[
+            "eval",
+            &harness.to_string_lossy(),
+            "--suite",
+            &suite.to_string_lossy(),
+            "--no-progress",
+            "--no-model",
+            "--jobs",
+            "2",
+        ],
+        "--run-dir",
+        None,
     );
-    let mut settings = insta::Settings::clone_current();
-    for (re, with) in filters(tmp.path()) {
-        settings.add_filter(&re, with);
-    }
-    settings.bind(|| {
-        insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
-    });
+}
+
+#[test]
+fn run_summary_of_the_threshold_example() {
+    snapshot_stdout(
+        "run_summary_of_the_threshold_example",
+        &["run", "--no-progress", "--jobs", "2"],
+        "--run-dir",
+        Some(examples().join("threshold")),
+    );
 }

@@ -139,6 +139,18 @@ pub enum EvalError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another hevo process is using the run directory (a user error).
+    #[error(
+        "run directory `{}` is in use by another hevo process (pid {holder}); wait for it to \
+         finish or stop it, or pass another `--run-dir`",
+        run_dir.display()
+    )]
+    Locked {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The pid written by the holder.
+        holder: String,
+    },
     /// The harness's `prepare` step failed.
     #[error("`prepare` of harness `{harness}` failed: {message} (see `{}`)", trace.display())]
     Prepare {
@@ -171,6 +183,7 @@ impl EvalError {
                 | EvalError::Harness(_)
                 | EvalError::NoTasks { .. }
                 | EvalError::Option(_)
+                | EvalError::Locked { .. }
         )
     }
 }
@@ -207,7 +220,7 @@ impl EvalPlan {
             self.harness
                 .manifest
                 .timeout_s
-                .map(Duration::from_secs_f64)
+                .and_then(crate::limits::seconds)
                 .unwrap_or(DEFAULT_TIMEOUT)
         })
     }
@@ -215,8 +228,12 @@ impl EvalPlan {
 
 /// Loads and validates everything, and picks the run directory. Runs nothing.
 pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
-    if options.trials == 0 {
-        return Err(EvalError::Option("`--trials` must be at least 1".into()));
+    if options.trials == 0 || options.trials > crate::limits::MAX_TRIALS {
+        return Err(EvalError::Option(format!(
+            "`--trials` = {} must be between 1 and {}",
+            options.trials,
+            crate::limits::MAX_TRIALS
+        )));
     }
     if options.jobs == 0 {
         return Err(EvalError::Option("`--jobs` must be at least 1".into()));
@@ -375,21 +392,4 @@ pub fn run_with(
     Ok(report)
 }
 
-/// Makes a string safe as one path component.
-pub fn sanitize(s: &str) -> String {
-    let out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if out.is_empty() || out.starts_with('.') {
-        format!("_{out}")
-    } else {
-        out
-    }
-}
+pub use crate::task::sanitize;

@@ -104,6 +104,10 @@ pub struct Evaluator {
     run_dir: PathBuf,
     store: Option<Store>,
     loaded: HashMap<PathBuf, Loaded>,
+    /// Each task's content key ([`crate::suite::task_key`]).
+    task_keys: Arc<HashMap<String, String>>,
+    /// The run directory's lock, held while the evaluator lives.
+    _lock: crate::run_lock::RunLock,
 }
 
 impl Evaluator {
@@ -115,6 +119,11 @@ impl Evaluator {
         };
         std::fs::create_dir_all(&config.run_dir).map_err(run_dir_err)?;
         let run_dir = config.run_dir.canonicalize().map_err(run_dir_err)?;
+        let lock = crate::run_lock::RunLock::acquire(&run_dir)?;
+        crate::trial::clean_leftover_workdirs(&config.work_root);
+        if config.work_root != std::env::temp_dir() {
+            crate::trial::clean_leftover_workdirs(&std::env::temp_dir());
+        }
         let mut store = Store::open(&run_dir.join("hevo.db"))?;
         store.ensure_run(&config.run_id, &config.kind, &config.config_json)?;
         let rows: Vec<TaskRow> = config
@@ -129,11 +138,22 @@ impl Evaluator {
             })
             .collect();
         store.upsert_tasks(&rows)?;
+        let task_keys = config
+            .suite
+            .tasks
+            .iter()
+            .map(|t| {
+                let key = crate::suite::task_key(t, &config.suite.config.scorer);
+                (t.id.clone(), key)
+            })
+            .collect();
         Ok(Evaluator {
             config,
             run_dir,
             store: Some(store),
             loaded: HashMap::new(),
+            task_keys: Arc::new(task_keys),
+            _lock: lock,
         })
     }
 
@@ -172,7 +192,7 @@ impl Evaluator {
             harness
                 .manifest
                 .timeout_s
-                .map(Duration::from_secs_f64)
+                .and_then(crate::limits::seconds)
                 .unwrap_or(DEFAULT_TIMEOUT)
         })
     }
@@ -255,8 +275,12 @@ impl Evaluator {
         batch: &Batch<'_>,
         progress: Option<mpsc::Sender<ProgressEvent>>,
     ) -> Result<EvalReport, EvalError> {
-        if batch.trials == 0 {
-            return Err(EvalError::Option("`--trials` must be at least 1".into()));
+        if batch.trials == 0 || batch.trials > crate::limits::MAX_TRIALS {
+            return Err(EvalError::Option(format!(
+                "trials per task = {} must be between 1 and {}",
+                batch.trials,
+                crate::limits::MAX_TRIALS
+            )));
         }
         if let Some(reason) = self.config.cancel.reason() {
             return Err(EvalError::Interrupted { done: 0, reason });
@@ -269,7 +293,7 @@ impl Evaluator {
             self.store_mut()
                 .record_draws(&run_id, candidate_id, label, &draws)?;
         }
-        let finished = self.store().finished_units(candidate_id)?;
+        let finished = self.store().finished_units(candidate_id, &self.task_keys)?;
         let past = self.store().mean_wall_ms_by_task()?;
         let mut units = Vec::new();
         let mut reused = 0;
@@ -311,6 +335,8 @@ impl Evaluator {
             trials_per_task: batch.trials,
             ran_now: done,
             reused,
+            sandbox: self.config.launcher.isolation(),
+            task_keys: &self.task_keys,
         };
         let task_refs: Vec<&Task> = tasks.iter().collect();
         Ok(build_report(header, self.store(), &task_refs)?)
@@ -400,6 +426,7 @@ impl Evaluator {
                 model_env: cfg.model_env.clone(),
                 model_access: cfg.model_access.clone(),
                 state_dir,
+                hidden: vec![self.run_dir.clone(), cfg.suite.dir.clone()],
             },
             launcher: cfg.launcher.clone(),
             run_id: cfg.run_id.clone(),
@@ -412,6 +439,7 @@ impl Evaluator {
             done: AtomicUsize::new(0),
             total,
             running: Mutex::new((0.0, 0)),
+            task_keys: self.task_keys.clone(),
         });
         let pool_ctx = ctx.clone();
         crate::rt::block_on(run_pool(
@@ -455,6 +483,7 @@ struct Workers {
     done: AtomicUsize,
     total: usize,
     running: Mutex<(f64, usize)>,
+    task_keys: Arc<HashMap<String, String>>,
 }
 
 impl Workers {
@@ -518,6 +547,7 @@ impl Workers {
             trace_path: Some(trace_prefix.to_string_lossy().into_owned()),
             answer: result.answer.as_ref().map(|a| a.to_string()),
             error: result.error.clone(),
+            task_key: self.task_keys.get(&task.id).cloned().unwrap_or_default(),
         };
         if self.writer.send(row).is_err() {
             return;

@@ -145,10 +145,15 @@ impl Harness {
             ));
         }
         if let Some(t) = manifest.timeout_s {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(invalid(format!(
-                    "`timeout_s` = {t} must be a positive number of seconds"
-                )));
+            if !(t > 0.0 && crate::limits::seconds(t).is_some()) {
+                return Err(HarnessError::Invalid {
+                    path: path.clone(),
+                    line: text
+                        .lines()
+                        .position(|l| l.trim_start().starts_with("timeout_s"))
+                        .map(|i| i + 1),
+                    message: crate::limits::seconds_problem("`timeout_s`", t),
+                });
             }
         }
         let mut params = serde_json::Map::new();

@@ -49,6 +49,24 @@ pub struct LaunchSpec {
     pub tail_bytes: usize,
     /// When this turns `true` the process group is terminated as on a timeout.
     pub cancel: Cancel,
+    /// What a sandboxing launcher lets the process see besides the system (ignored by
+    /// [`LocalLauncher`]).
+    pub access: Access,
+}
+
+/// The file-system view a sandboxing launcher gives a process: the system directories
+/// read-only, plus exactly these paths (each at its own path), and nothing else.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    /// Whether the working directory is writable (a trial's is; an agent's archive is not).
+    pub cwd_read_only: bool,
+    /// Paths visible read-only (a harness directory, a `prepare` state directory).
+    pub read_only: Vec<PathBuf>,
+    /// Paths visible and writable besides the working directory (an agent's `pending/`).
+    pub writable: Vec<PathBuf>,
+    /// Paths that must stay invisible even when they lie inside a visible one (the run
+    /// directory and the suite, should a harness directory contain them).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// How a launched process ended.
@@ -134,6 +152,11 @@ pub type LaunchFuture<'a> =
 pub trait Launcher: Send + Sync {
     /// Runs `spec` to completion (or until its timeout or cancellation).
     fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_>;
+
+    /// How processes are isolated, as reported to the user (`eval --json`'s `sandbox`).
+    fn isolation(&self) -> String {
+        "none".into()
+    }
 }
 
 /// Runs processes directly on this machine, each in its own process group.
@@ -173,7 +196,7 @@ fn track_group(pgid: i32, running: bool) {
 /// the group can hold a pipe open forever).
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
-async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, LaunchError> {
+pub(crate) async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, LaunchError> {
     let Some(program) = spec.argv.first() else {
         return Err(LaunchError::EmptyCommand);
     };

@@ -6,11 +6,16 @@
 //! - [`scorer`]: turning an answer into an outcome (`label`, `exact`, `command`, `program`);
 //! - [`launch`]: the one seam through which every trial-side process starts
 //!   ([`launch::Launcher`]; the sandbox wraps it), its environment and process-group kill;
+//! - [`sandbox`]: the bubblewrap [`launch::Launcher`] (own namespaces, only the gateway on the
+//!   network) and [`sandbox_init`], its init inside;
 //! - [`slurm`]: the launcher that runs every process as a job of a Slurm cluster;
 //! - [`trial`]: one harness process on one task (working directory, environment, limits);
 //! - [`executor`]: running many trials in parallel, longest first;
 //! - [`model_access`]: the gateway key of each trial and its spend;
 //! - [`store`]: the SQLite store (one writer, exact resume);
+//! - [`custody`]: provider keys hidden from `/proc/<hevo>/environ` at start-up;
+//! - [`run_lock`]: one hevo per run directory;
+//! - [`limits`]: the bounds on durations and trial counts users give;
 //! - [`cancel`]: the process's one cancellation token, with its reason;
 //! - [`rt`]: the process's one async runtime;
 //! - [`evaluator`]: an evaluation context kept open across batches (store, suite,
@@ -24,15 +29,21 @@
 #![warn(missing_docs)]
 
 pub mod cancel;
+pub mod custody;
 pub mod eval;
 pub mod evaluator;
 pub mod executor;
 pub mod harness;
 pub mod launch;
+pub mod limits;
 pub mod model_access;
 mod prepare;
 pub mod report;
 pub mod rt;
+pub mod run_lock;
+pub mod sandbox;
+pub mod sandbox_init;
+mod sandbox_relay;
 pub mod scorer;
 pub mod slurm;
 pub mod spend;

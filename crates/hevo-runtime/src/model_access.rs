@@ -52,7 +52,14 @@ impl ModelEnv {
 
 /// An open trial's credentials, returned to [`ModelAccess::close`].
 #[derive(Debug)]
-pub struct Ticket(TrialKey);
+pub struct Ticket(Option<TrialKey>);
+
+impl Ticket {
+    /// A ticket of a [`ModelAccess`] that is not the gateway's (its keys are its own).
+    pub fn unbacked() -> Ticket {
+        Ticket(None)
+    }
+}
 
 /// Hands out per-trial model credentials and reports each trial's spend.
 pub trait ModelAccess: Send + Sync {
@@ -107,11 +114,14 @@ impl ModelAccess for GatewayAccess {
             anthropic_base_url: self.anthropic_base_url.clone(),
             anthropic_api_key: key.as_str().to_string(),
         };
-        Ok((env, Ticket(key)))
+        Ok((env, Ticket(Some(key))))
     }
 
     fn close(&self, ticket: Ticket) -> TrialUsage {
-        self.gateway.close_trial(&ticket.0)
+        match ticket.0 {
+            Some(key) => self.gateway.close_trial(&key),
+            None => TrialUsage::default(),
+        }
     }
 }
 

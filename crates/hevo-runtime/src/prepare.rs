@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::eval::EvalError;
 use crate::evaluator::Evaluator;
 use crate::harness::Harness;
-use crate::launch::{base_env, Exit, LaunchSpec};
+use crate::launch::{base_env, Access, Exit, LaunchSpec};
 use crate::task::Split;
 use crate::trial::opaque_id;
 
@@ -92,6 +92,11 @@ pub(crate) async fn prepare(
         output_cap: settings.output_cap,
         tail_bytes: 0,
         cancel: settings.cancel.clone(),
+        access: Access {
+            read_only: vec![harness.dir.clone()],
+            hidden: vec![run_dir.to_path_buf(), settings.suite.dir.clone()],
+            ..Access::default()
+        },
     };
     let fail = |message: String| EvalError::Prepare {
         harness: harness.name.clone(),

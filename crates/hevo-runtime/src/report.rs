@@ -95,6 +95,8 @@ pub struct EvalReport {
     pub ran_now: usize,
     /// Trials found finished in the store (resume).
     pub reused: usize,
+    /// How this invocation's processes were isolated: `bwrap`, or `none` (unsandboxed).
+    pub sandbox: String,
 }
 
 impl EvalReport {
@@ -125,6 +127,7 @@ impl EvalReport {
             "run_id": self.run_id,
             "ran_now": self.ran_now,
             "reused": self.reused,
+            "sandbox": self.sandbox,
             "groups": self.groups.iter().map(|(g, r)| (g.clone(), json!({
                 "tasks": r.tasks,
                 "pass_rate": num(r.pass_rate.value),
@@ -154,6 +157,9 @@ pub(crate) struct ReportHeader<'a> {
     pub trials_per_task: u32,
     pub ran_now: usize,
     pub reused: usize,
+    pub sandbox: String,
+    /// Each task's content key: rows run on other content are stale and not reported.
+    pub task_keys: &'a HashMap<String, String>,
 }
 
 /// Builds the report of `tasks` from the store's rows of the candidate.
@@ -166,7 +172,8 @@ pub(crate) fn build_report(
     let candidate_id = h.candidate_id;
     let mut by_task: HashMap<String, Vec<TrialRow>> = HashMap::new();
     for row in store.trials_of(candidate_id)? {
-        if row.trial_index < trials_per_task {
+        if row.trial_index < trials_per_task && h.task_keys.get(&row.task_id) == Some(&row.task_key)
+        {
             by_task.entry(row.task_id.clone()).or_default().push(row);
         }
     }
@@ -263,5 +270,6 @@ pub(crate) fn build_report(
             .collect(),
         ran_now: h.ran_now,
         reused: h.reused,
+        sandbox: h.sandbox,
     })
 }

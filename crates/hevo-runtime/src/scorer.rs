@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::harness::resolve_argv;
-use crate::launch::{base_env, with_suffix, Exit, LaunchSpec, Launcher};
+use crate::launch::{base_env, with_suffix, Access, Exit, LaunchSpec, Launcher};
 use crate::task::Task;
 
 /// The `[scorer]` table of `suite.toml`.
@@ -87,6 +87,16 @@ impl ScorerConfig {
             ScorerConfig::Program { command, timeout_s } => {
                 if command.is_empty() {
                     problems.push("[scorer] `command` must not be empty".into());
+                } else {
+                    let argv = resolve_argv(command, suite_dir);
+                    let env = base_env(suite_dir);
+                    if !crate::launch::resolve_program(&argv[0], &env).is_file() {
+                        problems.push(format!(
+                            "[scorer] program `{}` not found (neither on PATH nor in the suite \
+                             directory); fix `command` or install it",
+                            command[0]
+                        ));
+                    }
                 }
                 check_timeout(*timeout_s, &mut problems);
             }
@@ -97,8 +107,8 @@ impl ScorerConfig {
 
 fn check_timeout(t: Option<f64>, problems: &mut Vec<String>) {
     if let Some(t) = t {
-        if !(t.is_finite() && t > 0.0) {
-            problems.push(format!("[scorer] `timeout_s` = {t} must be positive"));
+        if !(t > 0.0 && crate::limits::seconds(t).is_some()) {
+            problems.push(crate::limits::seconds_problem("[scorer] `timeout_s`", t));
         }
     }
 }
@@ -215,7 +225,9 @@ impl Scorer {
 }
 
 fn secs(t: Option<f64>) -> Duration {
-    Duration::from_secs_f64(t.unwrap_or(60.0))
+    // Validated when the suite was loaded; the fallback is the default.
+    t.and_then(crate::limits::seconds)
+        .unwrap_or(Duration::from_secs(60))
 }
 
 fn bool_score(b: bool) -> f64 {
@@ -259,6 +271,14 @@ fn scorer_spec(
         output_cap: ctx.output_cap,
         tail_bytes: 4096,
         cancel: ctx.cancel.clone(),
+        // The suite's scorer sees the suite and the trial's directory (read-only when it
+        // is not where it runs); the harness is gone by then, with its whole sandbox.
+        access: Access {
+            cwd_read_only: cwd != ctx.workdir,
+            read_only: vec![ctx.suite_dir.to_path_buf(), ctx.workdir.to_path_buf()],
+            writable: Vec::new(),
+            hidden: Vec::new(),
+        },
     }
 }
 

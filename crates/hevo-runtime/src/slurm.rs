@@ -347,6 +347,7 @@ mod tests {
             output_cap: 10,
             tail_bytes: 0,
             cancel: Cancel::new(),
+            access: Default::default(),
         };
         let opts = SlurmOptions {
             extra: vec!["--qos=short".into()],

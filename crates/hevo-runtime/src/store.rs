@@ -16,7 +16,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use crate::spend::Spend;
 
 /// The schema version stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS trials (
     trace_path TEXT,
     error TEXT,
     answer TEXT,
+    task_key TEXT NOT NULL DEFAULT '',
     finished_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     UNIQUE (candidate_id, task_id, trial_index)
 );
@@ -179,6 +180,9 @@ pub struct TrialRow {
     pub error: Option<String>,
     /// The parsed answer as JSON text, when there was one.
     pub answer: Option<String>,
+    /// The content key of the task it ran (input, expected, scorer; see
+    /// [`crate::suite::task_key`]): a row whose key is not the task's current one is stale.
+    pub task_key: String,
 }
 
 /// An estimate as stored.
@@ -235,6 +239,20 @@ impl Store {
             });
         }
         conn.execute_batch(SCHEMA).map_err(open)?;
+        // Version 3 keys every trial by its task's content; older rows have no key and
+        // are re-run once.
+        let has_key: bool = conn
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('trials') WHERE name = 'task_key'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(open)?
+            > 0;
+        if !has_key {
+            conn.execute_batch("ALTER TABLE trials ADD COLUMN task_key TEXT NOT NULL DEFAULT ''")
+                .map_err(open)?;
+        }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(open)?;
         Ok(Store {
@@ -373,19 +391,33 @@ impl Store {
     }
 
     /// The `(task, trial index)` units of a candidate that are finished (any status but
-    /// `infra_error`, which is retried).
-    pub fn finished_units(&self, candidate_id: i64) -> Result<HashSet<(String, u32)>, StoreError> {
+    /// `infra_error`, which is retried) on the task as it is now: a row whose task key is
+    /// not `task_keys[task]` (the task's input, expected answer or scorer changed) is not.
+    pub fn finished_units(
+        &self,
+        candidate_id: i64,
+        task_keys: &HashMap<String, String>,
+    ) -> Result<HashSet<(String, u32)>, StoreError> {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT task_id, trial_index FROM trials
+                "SELECT task_id, trial_index, task_key FROM trials
                  WHERE candidate_id = ?1 AND status != 'infra_error'",
             )
             .map_err(q("finished units"))?;
         let rows = st
-            .query_map([candidate_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([candidate_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?))
+            })
             .map_err(q("finished units"))?;
-        rows.collect::<Result<_, _>>().map_err(q("finished units"))
+        let mut out = HashSet::new();
+        for row in rows {
+            let (task, index, key) = row.map_err(q("finished units"))?;
+            if task_keys.get(&task) == Some(&key) {
+                out.insert((task, index));
+            }
+        }
+        Ok(out)
     }
 
     /// The mean wall time per task over all scored trials in this store (any candidate).
@@ -404,7 +436,7 @@ impl Store {
     }
 
     /// Writes finished trials in one transaction. A unit that already has a row keeps it,
-    /// unless that row is an `infra_error`.
+    /// unless that row is an `infra_error` or was run on other task content.
     pub fn insert_trials(&mut self, rows: &[TrialRow]) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(q("begin"))?;
         {
@@ -412,8 +444,9 @@ impl Store {
                 .prepare_cached(
                     "INSERT INTO trials (run_id, candidate_id, task_id, trial_index, outcome,
                        status, input_tokens, cached_tokens, output_tokens, cost_usd,
-                       wall_ms, attempts, trace_path, error, answer, model_calls)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                       wall_ms, attempts, trace_path, error, answer, model_calls, task_key)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                       ?17)
                      ON CONFLICT(candidate_id, task_id, trial_index) DO UPDATE SET
                        run_id = excluded.run_id, outcome = excluded.outcome,
                        status = excluded.status, input_tokens = excluded.input_tokens,
@@ -423,8 +456,9 @@ impl Store {
                        wall_ms = excluded.wall_ms,
                        attempts = excluded.attempts, trace_path = excluded.trace_path,
                        error = excluded.error, answer = excluded.answer,
+                       task_key = excluded.task_key,
                        finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-                     WHERE trials.status = 'infra_error'",
+                     WHERE trials.status = 'infra_error' OR trials.task_key != excluded.task_key",
                 )
                 .map_err(q("insert trial"))?;
             for r in rows {
@@ -445,6 +479,7 @@ impl Store {
                     r.error,
                     r.answer,
                     sql_count(r.spend.calls),
+                    r.task_key,
                 ])
                 .map_err(q("insert trial"))?;
             }
@@ -459,7 +494,7 @@ impl Store {
             .prepare(
                 "SELECT run_id, candidate_id, task_id, trial_index, outcome, status, input_tokens,
                    cached_tokens, output_tokens, cost_usd, wall_ms, attempts,
-                   trace_path, error, answer, model_calls
+                   trace_path, error, answer, model_calls, task_key
                  FROM trials WHERE candidate_id = ?1 ORDER BY task_id, trial_index",
             )
             .map_err(q("read trials"))?;
@@ -484,6 +519,7 @@ impl Store {
                     trace_path: r.get(12)?,
                     error: r.get(13)?,
                     answer: r.get(14)?,
+                    task_key: r.get(16)?,
                 })
             })
             .map_err(q("read trials"))?;
@@ -573,6 +609,7 @@ mod tests {
             trace_path: None,
             error: None,
             answer: None,
+            task_key: "k".into(),
         }
     }
 
@@ -591,7 +628,18 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].status, "pass");
         assert_eq!(rows[1].status, "pass");
-        assert_eq!(s.finished_units(c).unwrap().len(), 2);
+        let keys: HashMap<String, String> =
+            [("a".into(), "k".into()), ("b".into(), "k".into())].into();
+        assert_eq!(s.finished_units(c, &keys).unwrap().len(), 2);
+        // A changed task is not finished, and its new row replaces the stale one.
+        let changed: HashMap<String, String> =
+            [("a".into(), "k2".into()), ("b".into(), "k".into())].into();
+        assert_eq!(s.finished_units(c, &changed).unwrap().len(), 1);
+        let mut fresh = row("a", 0, "fail");
+        fresh.task_key = "k2".into();
+        s.insert_trials(&[fresh]).unwrap();
+        assert_eq!(s.trials_of(c).unwrap()[0].status, "fail");
+        assert_eq!(s.finished_units(c, &changed).unwrap().len(), 2);
         assert_eq!(s.mean_wall_ms_by_task().unwrap()["a"], 10.0);
         // Reopening keeps everything.
         drop(s);

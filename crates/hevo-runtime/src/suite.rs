@@ -157,8 +157,11 @@ impl Suite {
         };
         let strata = config.as_ref().and_then(|c| c.strata.clone());
         let tasks_path = dir.join("tasks.jsonl");
-        let tasks = match std::fs::read_to_string(&tasks_path) {
-            Ok(text) => parse_tasks(&text, &tasks_path, &dir, strata.as_deref(), &mut problems),
+        let tasks = match std::fs::read(&tasks_path) {
+            Ok(bytes) => {
+                let text = decode_lines(&bytes, &tasks_path, &mut problems);
+                parse_tasks(&text, &tasks_path, &dir, strata.as_deref(), &mut problems)
+            }
             Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
                 problems.push(Problem {
                     path: tasks_path.clone(),
@@ -256,6 +259,40 @@ impl Suite {
 
 const KNOWN_KEYS: [&str; 7] = ["id", "split", "group", "input", "expected", "files", "meta"];
 
+/// The text of `tasks.jsonl` with every line that is not valid UTF-8 (or a leading
+/// byte-order mark) reported and blanked, so line numbers stay those of the file.
+fn decode_lines(bytes: &[u8], path: &Path, problems: &mut Vec<Problem>) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+        let mut raw = raw;
+        if i == 0 {
+            if let Some(rest) = raw.strip_prefix(b"\xEF\xBB\xBF") {
+                problems.push(Problem {
+                    path: path.to_path_buf(),
+                    line: Some(1),
+                    message: "the file starts with a UTF-8 byte-order mark; save it as UTF-8 \
+                              without BOM (e.g. `sed -i '1s/^\\xEF\\xBB\\xBF//' tasks.jsonl`)"
+                        .into(),
+                });
+                raw = rest;
+            }
+        }
+        match std::str::from_utf8(raw) {
+            Ok(s) => out.push_str(s),
+            Err(e) => problems.push(Problem {
+                path: path.to_path_buf(),
+                line: Some(i + 1),
+                message: format!(
+                    "not valid UTF-8 (bad byte at column {}); save the file as UTF-8",
+                    e.valid_up_to() + 1
+                ),
+            }),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Parses `tasks.jsonl` text, pushing one problem per bad line (a line may have several).
 fn parse_tasks(
     text: &str,
@@ -266,6 +303,7 @@ fn parse_tasks(
 ) -> Vec<Task> {
     let mut tasks = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut sanitized: HashMap<String, (String, usize)> = HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         if raw.trim().is_empty() {
@@ -325,6 +363,18 @@ fn parse_tasks(
                 bad(format!(
                     "duplicate id `{id}` (first used on line {first}); give each task a unique id"
                 ));
+            } else {
+                let name = crate::task::sanitize(id);
+                match sanitized.get(&name) {
+                    Some((other, first)) if other != id => bad(format!(
+                        "id `{id}` and id `{other}` (line {first}) share the trace directory \
+                         name `{name}` (characters other than letters, digits, `-`, `_` and `.` \
+                         become `_`); rename one of them"
+                    )),
+                    _ => {
+                        sanitized.insert(name, (id.clone(), line));
+                    }
+                }
             }
         }
         let split = match obj.get("split") {
@@ -430,6 +480,27 @@ fn resolve_files(suite_dir: &Path, rel: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(full)
+}
+
+/// The content key of a task under a scorer: SHA-256 over its input, expected answer, the
+/// scorer's configuration and its `files` folder. A stored trial counts for the task only
+/// while the key is the same, so editing `tasks.jsonl` or `[scorer]` re-runs what changed.
+pub fn task_key(task: &crate::task::Task, scorer: &crate::scorer::ScorerConfig) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [
+        task.input.to_string(),
+        task.expected.to_string(),
+        serde_json::to_string(scorer).unwrap_or_default(),
+        task.files
+            .as_deref()
+            .and_then(|f| crate::harness::content_hash(f).ok())
+            .unwrap_or_default(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..16])
 }
 
 #[cfg(test)]

@@ -66,3 +66,22 @@ pub struct Task {
     /// The 1-based line of `tasks.jsonl` the task came from.
     pub line: usize,
 }
+
+/// Makes a string safe as one path component.
+pub fn sanitize(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with('.') {
+        format!("_{out}")
+    } else {
+        out
+    }
+}

@@ -15,7 +15,7 @@ use crate::cancel::Cancel;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::launch::{base_env, with_suffix, Exit, LaunchSpec, Launcher};
+use crate::launch::{base_env, with_suffix, Access, Exit, LaunchSpec, Launcher};
 
 use crate::harness::Harness;
 use crate::model_access::{ModelAccess, ModelEnv};
@@ -94,6 +94,9 @@ pub struct TrialSettings {
     pub model_access: Option<Arc<dyn ModelAccess>>,
     /// The read-only state directory written by `prepare`, if the harness has one.
     pub state_dir: Option<PathBuf>,
+    /// Paths trials must never see (the run directory, the suite), even inside the
+    /// harness directory.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Which trial to run.
@@ -155,6 +158,42 @@ pub fn opaque_id(trial_id: &str) -> String {
     hex::encode(&Sha256::digest(trial_id.as_bytes())[..8])
 }
 
+/// The name prefix of trial working directories: `hevo-trial-<pid>-<random>`.
+pub const TRIAL_DIR_PREFIX: &str = "hevo-trial-";
+
+/// The name prefixes of per-process temporary directories: trial working directories and
+/// the sandbox's gateway sockets (`hevo-sock-<pid>-<random>`).
+const LEFTOVER_PREFIXES: [&str; 2] = [TRIAL_DIR_PREFIX, "hevo-sock-"];
+
+/// Removes trial working directories and socket directories under `root` left by hevo
+/// processes that are gone (killed runs); those of live processes are kept. Returns how
+/// many were removed.
+pub fn clean_leftover_workdirs(root: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = LEFTOVER_PREFIXES
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            // `<pid>-<random>`: an older `hevo-trial-<random>` has no pid and is kept.
+            .and_then(|rest| rest.split_once('-'))
+            .map(|(pid, _)| pid)
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            || pid as u32 == std::process::id();
+        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// How many bytes at the end of stdout are searched for the answer line.
 pub const ANSWER_TAIL_BYTES: usize = 256 * 1024;
 
@@ -192,7 +231,7 @@ async fn run_trial_inner(
     req: TrialRequest<'_>,
 ) -> TrialResult {
     let workdir = match tempfile::Builder::new()
-        .prefix("hevo-trial-")
+        .prefix(&format!("{TRIAL_DIR_PREFIX}{}-", std::process::id()))
         .tempdir_in(&settings.work_root)
     {
         Ok(d) => d,
@@ -257,6 +296,13 @@ async fn run_trial_inner(
         output_cap: settings.output_cap,
         tail_bytes: ANSWER_TAIL_BYTES,
         cancel: req.cancel.clone(),
+        access: Access {
+            read_only: std::iter::once(req.harness.dir.clone())
+                .chain(settings.state_dir.clone())
+                .collect(),
+            hidden: settings.hidden.clone(),
+            ..Access::default()
+        },
     };
     let launched = launcher.launch(spec).await;
     // The key expires as soon as the harness is gone: nothing else can spend on its behalf.
@@ -404,6 +450,28 @@ mod tests {
         assert_eq!(a, serde_json::json!("positive"));
         assert!(parse_answer(b"positive\n").is_err());
         assert!(parse_answer(b"  \n").is_err());
+    }
+
+    #[test]
+    fn only_working_directories_of_dead_processes_are_cleaned() {
+        let root = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let dead = root
+            .path()
+            .join(format!("{TRIAL_DIR_PREFIX}{dead_pid}-abc"));
+        let live = root
+            .path()
+            .join(format!("{TRIAL_DIR_PREFIX}{}-def", std::process::id()));
+        let other = root.path().join("hevo-trial-notapid");
+        let socket = root.path().join(format!("hevo-sock-{dead_pid}-xyz"));
+        for d in [&dead, &live, &other, &socket] {
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+        }
+        assert_eq!(clean_leftover_workdirs(root.path()), 2);
+        assert!(!socket.exists());
+        assert!(!dead.exists() && live.exists() && other.exists());
     }
 
     #[test]

@@ -432,6 +432,7 @@ mod tests {
             trace_path: Some(prefix.to_string_lossy().into_owned()),
             error: None,
             answer: Some(json!(answer).to_string()),
+            task_key: String::new(),
         }
     }
 

@@ -233,6 +233,11 @@ pub fn finalize(
     }
     let test_dir = run_dir.join("test");
     let suite = Suite::load(suite_dir)?;
+    let suite_tasks: Vec<String> = suite
+        .split(Split::Test)
+        .iter()
+        .map(|t| t.id.clone())
+        .collect();
     let mut evaluator = Evaluator::open(EvaluatorConfig {
         run_dir: test_dir.clone(),
         run_id: "test".into(),
@@ -254,6 +259,8 @@ pub fn finalize(
         candidate: record.pick.clone(),
         source,
     })?;
+    let test_ids: std::collections::HashSet<&str> =
+        suite_tasks.iter().map(|s| s.as_str()).collect();
     let mut test = BTreeMap::new();
     let mut evaluations = 0;
     let mut cost = 0.0;
@@ -291,6 +298,10 @@ pub fn finalize(
                 candidate: name.clone(),
                 source: e.into(),
             })?;
+        let rows = crate::runner::current_rows(rows, evaluator.suite(), opts.trials)
+            .into_iter()
+            .filter(|r| test_ids.contains(r.task_id.as_str()))
+            .collect::<Vec<_>>();
         let unit = record.cost_unit.unwrap_or_else(|| CostUnit::of(&rows));
         test.insert(
             name.clone(),

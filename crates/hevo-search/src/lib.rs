@@ -8,7 +8,8 @@
 //! - [`runner`]: evaluates a batch of trials for the loop through `hevo_runtime`;
 //! - [`finalize`]: the test split, once, after a search;
 //! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
-//! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model).
+//! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model);
+//! - [`view`]: what a run directory shows (`hevo report`, `status`, `show`, `ls`).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:
 //! trials, the store and model access are `hevo-runtime`'s, the policy is
@@ -23,3 +24,4 @@ pub mod objective;
 pub mod proposer;
 pub mod run;
 pub mod runner;
+pub mod view;

@@ -297,6 +297,7 @@ mod tests {
             trace_path: None,
             error: None,
             answer: None,
+            task_key: String::new(),
         }
     }
 

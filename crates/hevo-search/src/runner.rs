@@ -77,6 +77,24 @@ pub trait CandidateRunner {
     fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError>;
 }
 
+/// The rows an evaluation report counts: trial index below `trials` and run on the task's
+/// current content (its task key); rows of a changed task are stale and left out.
+pub fn current_rows(rows: Vec<TrialRow>, suite: &Suite, trials: u32) -> Vec<TrialRow> {
+    let keys: HashMap<&str, String> = suite
+        .tasks
+        .iter()
+        .map(|t| {
+            (
+                t.id.as_str(),
+                hevo_runtime::suite::task_key(t, &suite.config.scorer),
+            )
+        })
+        .collect();
+    rows.into_iter()
+        .filter(|r| r.trial_index < trials && keys.get(r.task_id.as_str()) == Some(&r.task_key))
+        .collect()
+}
+
 /// A strategy's final estimate of one candidate, as the store keeps it.
 #[derive(Clone, Debug)]
 pub struct FinalEstimate {
@@ -235,7 +253,12 @@ fn results_of(report: &EvalReport) -> TaskResults {
 impl CandidateRunner for LiveRunner {
     fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError> {
         let candidate = self.evaluator.load(code_dir)?;
-        Ok(self.evaluator.store().trials_of(candidate.candidate_id)?)
+        let rows = self.evaluator.store().trials_of(candidate.candidate_id)?;
+        Ok(current_rows(
+            rows,
+            self.evaluator.suite(),
+            self.settings.trials,
+        ))
     }
 
     fn record_estimate(&mut self, code_dir: &Path, e: &FinalEstimate) -> Result<(), EvalError> {

@@ -11,7 +11,7 @@ use hevo_runtime::cancel::{Cancel, CancelReason};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hevo_runtime::launch::{base_env, Exit, LaunchSpec, Launcher, ProcessOutcome};
+use hevo_runtime::launch::{base_env, Access, Exit, LaunchSpec, Launcher, ProcessOutcome};
 use hevo_runtime::model_access::ModelEnv;
 
 /// The placeholder in a command line that is replaced by the prompt.
@@ -108,6 +108,7 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
     std::fs::create_dir_all(&call.transcript_dir)?;
     let prompt = render_prompt(call.iteration, call.k);
     std::fs::write(call.transcript_dir.join("prompt.txt"), &prompt)?;
+    std::fs::create_dir_all(call.archive.join("pending"))?;
     let mut env = base_env(&call.archive);
     env.extend(call.model_env.vars());
     env.extend(call.extra_env.iter().cloned());
@@ -123,6 +124,13 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         output_cap: 16 * 1024 * 1024,
         tail_bytes: 4096,
         cancel: call.cancel.clone(),
+        // The agent reads the archive and writes only `pending/`.
+        access: Access {
+            cwd_read_only: true,
+            read_only: Vec::new(),
+            writable: vec![call.archive.join("pending")],
+            hidden: Vec::new(),
+        },
     };
     let outcome: ProcessOutcome = match launcher.launch(spec).await {
         Ok(o) => o,

@@ -1,0 +1,404 @@
+//! `hevo status`, `hevo show` and `hevo ls`: a run in the terminal, also while a search is
+//! running (they only read the run directory).
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use hevo_search::view::diff::diff_dirs;
+use hevo_search::view::series::spend_per_iteration;
+use hevo_search::view::{list_runs, CandidateView, RunView, ViewError};
+use hevo_stats::estimate::Estimate;
+use serde_json::{json, Value};
+
+use crate::CliError;
+
+/// Arguments of `hevo status`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Safe to run while `hevo run` is writing the run directory.\n\n\
+    Example:\n  hevo status examples/threshold/runs/threshold"
+)]
+pub struct StatusArgs {
+    /// The run directory.
+    #[arg(value_name = "RUN")]
+    pub run: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `hevo show`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  hevo show examples/threshold/runs/threshold seed.i3c1")]
+pub struct ShowArgs {
+    /// The run directory.
+    #[arg(value_name = "RUN")]
+    pub run: PathBuf,
+    /// The candidate's name (as `hevo status` lists it).
+    #[arg(value_name = "CANDIDATE")]
+    pub candidate: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `hevo ls`.
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// The directory holding run directories.
+    #[arg(value_name = "DIR", default_value = "runs")]
+    pub dir: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Maps a view error to exit 2 (a run or candidate that does not exist) or 1.
+pub fn view_error(e: ViewError) -> CliError {
+    if e.is_user_error() {
+        CliError::User(anyhow!("{e}"))
+    } else {
+        CliError::Internal(e.into())
+    }
+}
+
+/// Writes `text` to stdout, without trailing blanks on its lines (padded empty columns).
+fn print(text: &str) -> Result<ExitCode, CliError> {
+    let mut tidy: String = text
+        .lines()
+        .map(|l| l.trim_end().to_string() + "\n")
+        .collect();
+    if !text.ends_with('\n') {
+        tidy.pop();
+    }
+    let mut out = std::io::stdout().lock();
+    match out.write_all(tidy.as_bytes()) {
+        // A closed pipe (`| head`) is a clean stop.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Internal(e.into())),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn est(e: Option<Estimate>) -> String {
+    match e {
+        Some(e) if e.value.is_finite() => {
+            format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci_low, e.ci_high)
+        }
+        _ => "-".into(),
+    }
+}
+
+fn est_json(e: Option<Estimate>) -> Value {
+    match e {
+        Some(e) if e.value.is_finite() => {
+            json!({"value": e.value, "se": e.se, "ci_low": e.ci_low, "ci_high": e.ci_high})
+        }
+        _ => Value::Null,
+    }
+}
+
+/// Runs `hevo status`.
+pub fn status(args: StatusArgs) -> Result<ExitCode, CliError> {
+    let run = RunView::open(&args.run).map_err(view_error)?;
+    if args.json {
+        return print(&format!("{}\n", status_json(&run)));
+    }
+    print(&status_text(&run))
+}
+
+fn status_json(run: &RunView) -> Value {
+    let (trials, spend) = run.total();
+    let full = spend_per_iteration(run).last().map_or(0, |a| a.full_trials);
+    json!({
+        "run": run.name,
+        "run_dir": run.dir,
+        "finished": run.finished,
+        "strategy": run.strategy,
+        "iterations_done": run.iterations_done(),
+        "candidates": run.candidates.iter().map(|c| json!({
+            "seq": c.seq, "name": c.name, "iteration": c.iteration, "parent": c.parent,
+            "axis": c.axis, "status": c.status, "estimate": est_json(c.estimate),
+            "trials": c.trials, "cost_usd": c.spend.cost_usd,
+        })).collect::<Vec<_>>(),
+        "rejected": run.rejected,
+        "trials": trials,
+        "full_trials": full,
+        "val_tasks": run.val_tasks,
+        "trials_per_task": run.trials_per_task,
+        "spend": spend,
+        "best": run.best().map(|b| json!({"name": b.name, "iteration": b.iteration, "estimate": est_json(b.estimate)})),
+        "test": run.test.iter().map(|t| json!({"name": t.name, "role": t.role,
+            "pass_rate": est_json(Some(t.pass_rate)), "tasks": t.tasks, "trials": t.trials,
+            "cost_usd": t.cost_usd})).collect::<Vec<_>>(),
+    })
+}
+
+fn status_text(run: &RunView) -> String {
+    let (trials, spend) = run.total();
+    let full = spend_per_iteration(run).last().map_or(0, |a| a.full_trials);
+    let mut s = format!(
+        "run {}: {}\n",
+        run.name,
+        if run.finished {
+            "finished"
+        } else {
+            "in progress (or stopped before the end)"
+        }
+    );
+    let _ = writeln!(s, "directory: {}", run.dir.display());
+    let _ = writeln!(s, "strategy: {}", run.strategy.as_deref().unwrap_or("-"));
+    let _ = writeln!(
+        s,
+        "iterations done: {}; candidates: {} archived, {} rejected",
+        run.iterations_done(),
+        run.candidates.len(),
+        run.rejected.len()
+    );
+    let share = if full > 0 {
+        100.0 * trials as f64 / full as f64
+    } else {
+        0.0
+    };
+    let _ = writeln!(
+        s,
+        "validation trials: {trials} of {full} for full evaluation ({share:.1}%)"
+    );
+    let _ = writeln!(
+        s,
+        "spend: {} model calls, {} tokens ({} input, {} cached, {} output), ${:.4}",
+        spend.calls,
+        spend.total_tokens(),
+        spend.input_tokens,
+        spend.cached_tokens,
+        spend.output_tokens,
+        spend.cost_usd
+    );
+    if let Some(b) = run.best() {
+        let _ = writeln!(
+            s,
+            "{}: {} (iteration {}) {}",
+            if run.finished { "pick" } else { "best so far" },
+            b.name,
+            b.iteration,
+            est(b.estimate)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n  {:>3} {:<24} {:>4} {:<24} {:<13} {:<12} {:>20} {:>6}",
+        "#", "candidate", "iter", "parent", "axis", "status", "estimate [95% CI]", "trials"
+    );
+    for c in &run.candidates {
+        let _ = writeln!(
+            s,
+            "  {:>3} {:<24} {:>4} {:<24} {:<13} {:<12} {:>20} {:>6}",
+            c.seq,
+            c.name,
+            c.iteration,
+            c.parent.as_deref().unwrap_or("-"),
+            c.axis,
+            c.status,
+            match (c.estimate, c.raw_mean()) {
+                (None, Some(m)) => format!("raw mean {m:.3}"),
+                (e, _) => est(e),
+            },
+            c.trials
+        );
+    }
+    for r in &run.rejected {
+        let _ = writeln!(
+            s,
+            "  rejected in iteration {}: {}: {}",
+            r.iteration, r.name, r.reason
+        );
+    }
+    if !run.test.is_empty() {
+        let _ = writeln!(s, "\ntest split (finalize):");
+        for t in &run.test {
+            let _ = writeln!(
+                s,
+                "  {:<24} {:<12} {:>20} on {} tasks",
+                t.name,
+                t.role,
+                est(Some(t.pass_rate)),
+                t.tasks
+            );
+        }
+    }
+    s
+}
+
+/// Runs `hevo show`.
+pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
+    let run = RunView::open(&args.run).map_err(view_error)?;
+    let c = run.candidate(&args.candidate).map_err(view_error)?;
+    let diff = parent_diff(&run, c);
+    if args.json {
+        let mut doc = serde_json::to_value(c).map_err(|e| CliError::Internal(e.into()))?;
+        doc["estimate"] = est_json(c.estimate);
+        doc["diff"] = json!(diff);
+        doc["test"] = json!(run.test.iter().find(|t| t.name == c.name).map(|t| json!({
+            "role": t.role, "pass_rate": est_json(Some(t.pass_rate)), "tasks": t.tasks,
+            "trials": t.trials, "cost_usd": t.cost_usd})));
+        return print(&format!("{doc}\n"));
+    }
+    print(&show_text(&run, c, diff.as_deref()))
+}
+
+/// The diff against the parent, when the parent is in the archive.
+fn parent_diff(run: &RunView, c: &CandidateView) -> Option<String> {
+    let parent = run
+        .candidates
+        .iter()
+        .find(|o| Some(&o.name) == c.parent.as_ref())?;
+    Some(diff_dirs(&parent.dir.join("code"), &c.dir.join("code")))
+}
+
+fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
+    let mut s = format!(
+        "candidate {} (#{}, iteration {}, {})\n",
+        c.name, c.seq, c.iteration, c.axis
+    );
+    let _ = writeln!(s, "parent: {}", c.parent.as_deref().unwrap_or("- (a seed)"));
+    let _ = writeln!(s, "hypothesis: {}", c.hypothesis);
+    let _ = writeln!(s, "status: {}", c.status);
+    let se = c.estimate.map_or(String::new(), |e| {
+        if e.se.is_finite() {
+            format!(" (se {:.3})", e.se)
+        } else {
+            String::new()
+        }
+    });
+    let _ = writeln!(s, "estimate: {}{se}", est(c.estimate));
+    let _ = writeln!(
+        s,
+        "trials: {} on {} validation task(s); spend: {} model calls, {} tokens, ${:.4}",
+        c.trials,
+        c.tasks.len(),
+        c.spend.calls,
+        c.spend.total_tokens(),
+        c.spend.cost_usd
+    );
+    let _ = writeln!(s, "archive: {}", c.dir.display());
+    if let Some(t) = &c.trace_dir {
+        let _ = writeln!(s, "traces: {}", t.display());
+    }
+    if let Some(t) = run.test.iter().find(|t| t.name == c.name) {
+        let _ = writeln!(
+            s,
+            "test ({}): {} on {} tasks",
+            t.role,
+            est(Some(t.pass_rate)),
+            t.tasks
+        );
+    }
+    if !c.tasks.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  {:<20} {:>7} {:>6} {:<10} error",
+            "task", "outcome", "trials", "status"
+        );
+        for t in &c.tasks {
+            let _ = writeln!(
+                s,
+                "  {:<20} {:>7.2} {:>6} {:<10} {}",
+                t.task,
+                t.outcome,
+                t.trials,
+                t.status,
+                t.error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    match diff {
+        Some("") => s += "\nno change in code against its parent\n",
+        Some(d) => {
+            let _ = write!(
+                s,
+                "\ndiff against {}:\n{d}",
+                c.parent.as_deref().unwrap_or("")
+            );
+        }
+        None => {}
+    }
+    s
+}
+
+/// Runs `hevo ls`.
+pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
+    if !args.dir.is_dir() {
+        return Err(CliError::User(anyhow!(
+            "`{}` is not a directory; pass the directory that holds your runs (default: runs/)",
+            args.dir.display()
+        )));
+    }
+    let runs: Vec<(PathBuf, Result<RunView, ViewError>)> = list_runs(&args.dir)
+        .into_iter()
+        .map(|p| {
+            let v = RunView::open(&p);
+            (p, v)
+        })
+        .collect();
+    if args.json {
+        let doc: Vec<Value> = runs
+            .iter()
+            .map(|(p, v)| match v {
+                Ok(r) => {
+                    let (trials, spend) = r.total();
+                    json!({"run": r.name, "run_dir": p, "finished": r.finished,
+                       "candidates": r.candidates.len(), "iterations_done": r.iterations_done(),
+                       "trials": trials, "cost_usd": spend.cost_usd,
+                       "best": r.best().map(|b| json!({"name": b.name, "estimate": est_json(b.estimate)}))})
+                }
+                Err(e) => json!({"run_dir": p, "error": e.to_string()}),
+            })
+            .collect();
+        return print(&format!("{}\n", json!(doc)));
+    }
+    print(&ls_text(&args.dir, &runs))
+}
+
+fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)]) -> String {
+    if runs.is_empty() {
+        return format!("no run directories under {}\n", dir.display());
+    }
+    let mut s = format!(
+        "{:<28} {:<11} {:>5} {:>10} {:>7} {:<24} {:>20}\n",
+        "run", "state", "iters", "candidates", "trials", "best", "estimate [95% CI]"
+    );
+    for (p, v) in runs {
+        match v {
+            Ok(r) => {
+                let (trials, _) = r.total();
+                let best = r.best();
+                let _ = writeln!(
+                    s,
+                    "{:<28} {:<11} {:>5} {:>10} {:>7} {:<24} {:>20}",
+                    run_label(dir, p),
+                    if r.finished {
+                        "finished"
+                    } else {
+                        "in progress"
+                    },
+                    r.iterations_done(),
+                    r.candidates.len(),
+                    trials,
+                    best.map_or("-", |b| b.name.as_str()),
+                    est(best.and_then(|b| b.estimate))
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(s, "{:<28} unreadable: {e}", run_label(dir, p));
+            }
+        }
+    }
+    s
+}
+
+/// A run's path as `ls` prints it: relative to the listed directory.
+fn run_label(dir: &Path, run: &Path) -> String {
+    run.strip_prefix(dir).unwrap_or(run).display().to_string()
+}

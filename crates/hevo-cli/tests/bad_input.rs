@@ -1,0 +1,149 @@
+//! Bad input to `hevo eval` and adversarial harnesses through the real binary: each a
+//! clear error (exit 2 naming the file or flag and the fix) or the exact contained outcome.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn eval(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hevo"));
+    c.arg("eval")
+        .arg(dir.join("h"))
+        .arg("--suite")
+        .arg(dir.join("suite"))
+        .arg("--run-dir")
+        .arg(dir.join("run"))
+        .args(["--no-model", "--no-progress", "--json"])
+        .args(extra);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn setup(dir: &Path, harness_py: &str) {
+    write(
+        &dir.join("h/harness.toml"),
+        "entry = [\"python3\", \"h.py\"]\n",
+    );
+    write(&dir.join("h/h.py"), harness_py);
+    write(
+        &dir.join("suite/suite.toml"),
+        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
+    );
+    write(
+        &dir.join("suite/tasks.jsonl"),
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}\n",
+    );
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_numbers_and_files_are_exit_2_with_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), "print('\"x\"')\n");
+    for args in [["--timeout", "1e300"], ["--trials", "4294967295"]] {
+        let o = eval(d.path(), &args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(args[0]), "{}", stderr(&o));
+    }
+    write(
+        &d.path().join("h/harness.toml"),
+        "entry = [\"python3\", \"h.py\"]\ntimeout_s = 1e300\n",
+    );
+    let o = eval(d.path(), &[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("harness.toml:2"), "{}", stderr(&o));
+    write(
+        &d.path().join("h/harness.toml"),
+        "entry = [\"python3\", \"h.py\"]\n",
+    );
+    write(
+        &d.path().join("suite/suite.toml"),
+        "name = \"s\"\n[scorer]\nkind = \"program\"\ncommand = [\"no-such-scorer-bin\"]\n",
+    );
+    let o = eval(d.path(), &[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no-such-scorer-bin"), "{}", stderr(&o));
+    write(
+        &d.path().join("suite/suite.toml"),
+        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
+    );
+    let mut bytes =
+        b"\xEF\xBB\xBF{\"id\":\"a/b\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}\n".to_vec();
+    bytes.extend_from_slice(b"{\"id\":\"a_b\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}\n");
+    bytes.extend_from_slice(
+        b"{\"id\":\"c\",\"split\":\"val\",\"input\":\"\xff\",\"expected\":\"x\"}\n",
+    );
+    std::fs::write(d.path().join("suite/tasks.jsonl"), bytes).unwrap();
+    let o = eval(d.path(), &[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("tasks.jsonl:1") && e.contains("byte-order mark"),
+        "{e}"
+    );
+    assert!(
+        e.contains("tasks.jsonl:2") && e.contains("share the trace directory"),
+        "{e}"
+    );
+    assert!(e.contains("tasks.jsonl:3") && e.contains("UTF-8"), "{e}");
+}
+
+#[test]
+fn an_evaluation_where_every_trial_errored_exits_non_zero() {
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), "import sys\nsys.exit(3)\n");
+    let o = eval(d.path(), &[], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("every trial of this evaluation errored"));
+}
+
+/// Scans every /proc/*/environ it can read for the provider key hevo was started with.
+const KEY_THIEF: &str = r#"
+import json, os, sys
+sys.stdin.read()
+found = "none"
+for pid in os.listdir("/proc"):
+    if not pid.isdigit(): continue
+    try: env = open("/proc/%s/environ" % pid, "rb").read()
+    except Exception: continue
+    if b"sk-custody-test-4711" in env: found = "found in " + pid
+print(json.dumps(found))
+"#;
+
+#[test]
+fn provider_keys_are_not_in_any_readable_environ() {
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), KEY_THIEF);
+    write(
+        &d.path().join("suite/tasks.jsonl"),
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"none\"}\n",
+    );
+    // Unsandboxed, the harness sees hevo's /proc: the key must not be in its environ.
+    for mode in ["off", "auto"] {
+        let _ = std::fs::remove_dir_all(d.path().join("run"));
+        let o = eval(
+            d.path(),
+            &[],
+            &[
+                ("OPENAI_API_KEY", "sk-custody-test-4711"),
+                ("HEVO_SANDBOX", mode),
+            ],
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {}", stderr(&o)));
+        assert_eq!(v["status_counts"]["pass"], 1, "{mode}: {v}");
+        if mode == "off" {
+            assert_eq!(v["sandbox"], "none");
+            assert!(stderr(&o).contains("UNSANDBOXED"));
+        }
+    }
+}

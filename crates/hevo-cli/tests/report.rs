@@ -1,0 +1,491 @@
+//! `hevo report`, `status`, `show` and `ls` on a real small run: `hevo run
+//! examples/threshold --finalize` (a bash harness, no model) into a temporary directory,
+//! once per test binary. The report is opened in real headless Chromium (Debian's
+//! `chromium`); without it that test says SKIPPED on stderr, or fails when
+//! `HEVO_REQUIRE_CHROMIUM=1` (CI sets it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn hevo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// The finished threshold run, shared by every test here (its temp dir lives as long as
+/// the test process).
+fn run_dir() -> &'static Path {
+    static RUN: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let tmp = RUN.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = hevo()
+            .args([
+                "run",
+                "--no-progress",
+                "--jobs",
+                "2",
+                "--finalize",
+                "--run-dir",
+            ])
+            .arg(tmp.path().join("runs/threshold"))
+            .arg(examples().join("threshold"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmp
+    });
+    Box::leak(tmp.path().join("runs/threshold").into_boxed_path())
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                format!("\\{c}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Snapshot settings with the run's temporary directory filtered.
+fn settings(run: &Path) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    let tmp = run.parent().unwrap().parent().unwrap();
+    s.add_filter(&regex_escape(&tmp.to_string_lossy()), "[TMP]");
+    s
+}
+
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// Runs headless Chromium on `page` with `extra` arguments; returns (stdout, console lines
+/// from its log on stderr).
+fn open_in_chromium(bin: &Path, page: &Path, extra: &[&str]) -> (String, Vec<String>) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,2000",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let console = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_string)
+        .collect();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), console)
+}
+
+#[test]
+fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error() {
+    let run = run_dir();
+    let stdout = ok(&hevo().arg("report").arg(run).output().unwrap());
+    let page = run.join("report.html");
+    assert_eq!(stdout, format!("report: {}\n", page.display()));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Self-contained: the only URL is SVG's namespace.
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("http://www.w3.org/2000/svg").count(),
+        "the report refers to the network"
+    );
+    // The key numbers are text, not drawn by a script: the pick and its interval from
+    // search.json, the trials from the store.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("search.json")).unwrap()).unwrap();
+    let pick = record["pick"].as_str().unwrap();
+    let e = &record["estimates"][pick];
+    let pick_est = format!(
+        "{:.3} [{:.3}, {:.3}]",
+        e["value"].as_f64().unwrap(),
+        e["ci_low"].as_f64().unwrap(),
+        e["ci_high"].as_f64().unwrap()
+    );
+    let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
+    let trials: i64 = db
+        .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap();
+    let id: i64 = db
+        .query_row("SELECT id FROM candidates WHERE name = ?1", [pick], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    for needle in [
+        format!("{pick}</a> (iteration 3): <b class=\"num\">{pick_est}</b>"),
+        format!("{trials} of 280 for full evaluation"),
+        "diff against seed.i2c0".into(),
+        "+default = 6".into(),
+        "Test split (finalize)".into(),
+        format!("href=\"traces/c{id}\""),
+    ] {
+        assert!(html.contains(&needle), "the report lacks {needle:?}");
+    }
+
+    let Some(bin) = chromium() else {
+        assert!(
+            std::env::var_os("HEVO_REQUIRE_CHROMIUM").is_none(),
+            "HEVO_REQUIRE_CHROMIUM is set but chromium is not on PATH (apt-get install -y chromium)"
+        );
+        eprintln!(
+            "SKIPPED: chromium is not installed (apt-get install -y chromium); the report was \
+             checked as text only"
+        );
+        return;
+    };
+    // The scanner finds console errors (so a clean report means something).
+    let control = run.parent().unwrap().join("control.html");
+    std::fs::write(
+        &control,
+        "<html><body><script>console.error('boom'); missing();</script></body></html>",
+    )
+    .unwrap();
+    let (_, console) = open_in_chromium(&bin, &control, &["--dump-dom"]);
+    assert!(
+        console.iter().any(|l| l.contains("boom")) && console.iter().any(|l| l.contains("missing")),
+        "chromium's console log was not captured: {console:?}"
+    );
+
+    let (dom, console) = open_in_chromium(&bin, &page, &["--dump-dom"]);
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    for id in hevo_search::view::html::CHART_IDS {
+        let start = dom
+            .find(&format!("<svg id=\"{id}\""))
+            .unwrap_or_else(|| panic!("chart {id} is not in the DOM"));
+        let body = &dom[start..start + dom[start..].find("</svg>").unwrap()];
+        assert!(
+            ["<circle", "<rect"]
+                .iter()
+                .any(|m| body.matches(m).count() >= 4),
+            "chart {id} draws nothing"
+        );
+    }
+    assert!(dom.contains("id=\"cand-table\""));
+
+    // The table sorts in a real browser: click the estimate header, read the row order.
+    let clicked = run.parent().unwrap().join("sorted.html");
+    std::fs::write(
+        &clicked,
+        html.replace(
+            "</body>",
+            "<script>document.querySelectorAll('#cand-table th')[6].click();</script></body>",
+        ),
+    )
+    .unwrap();
+    let (dom, console) = open_in_chromium(&bin, &clicked, &["--dump-dom"]);
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let table = &dom[dom.find("id=\"cand-table\"").unwrap()..];
+    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
+    let order: Vec<&str> = body
+        .split("</tr>")
+        .filter_map(|row| {
+            let a = &row[row.find("<a href=\"#cand-")?..];
+            Some(&a[a.find('>')? + 1..a.find("</a>")?])
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "seed",
+            "seed.i1c1",
+            "seed.i1c0",
+            "seed.i2c0",
+            "seed.i2c1",
+            "seed.i3c0",
+            "seed.i3c1"
+        ],
+        "sorted by estimate, ascending"
+    );
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("threshold-report.png");
+    let _ = std::fs::remove_file(&shot);
+    let (_, console) =
+        open_in_chromium(&bin, &page, &[&format!("--screenshot={}", shot.display())]);
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "screenshot {}",
+        shot.display()
+    );
+    eprintln!("screenshot: {}", shot.display());
+}
+
+#[test]
+fn strings_from_the_proposer_are_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("runs/evil");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(run_dir())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let meta = copy.join("archive/candidates/001-seed.i1c0/candidate.toml");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    let evil = text.replace(
+        "hypothesis = \"mutate #0: try threshold=4\"",
+        "hypothesis = \"<script>alert('x')</script> & <b>bold</b>\"",
+    );
+    assert_ne!(text, evil, "{text}");
+    std::fs::write(&meta, evil).unwrap();
+    ok(&hevo().arg("report").arg(&copy).output().unwrap());
+    let html = std::fs::read_to_string(copy.join("report.html")).unwrap();
+    assert!(!html.contains("<script>alert"), "unescaped hypothesis");
+    assert!(!html.contains("<b>bold"), "unescaped hypothesis");
+    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold"));
+}
+
+#[test]
+fn status_summarizes_the_run() {
+    let run = run_dir();
+    let text = ok(&hevo().arg("status").arg(run).output().unwrap());
+    settings(run).bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn status_of_a_search_that_has_not_finished_shows_the_best_so_far() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("partial");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(run_dir())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // What a search looks like before its end: no search.json, no finalize, the last
+    // iteration's candidate archived but not scored yet.
+    std::fs::remove_file(copy.join("search.json")).unwrap();
+    std::fs::remove_dir_all(copy.join("test")).unwrap();
+    std::fs::remove_file(copy.join("archive/candidates/006-seed.i3c1/scores.json")).unwrap();
+    let text = ok(&hevo().arg("status").arg(&copy).output().unwrap());
+    assert!(text.contains("in progress"), "{text}");
+    assert!(
+        text.contains("best so far: seed.i3c0 (iteration 3)"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("seed.i3c1")
+            && l.contains("evaluating")
+            && l.contains("raw mean 1.000")),
+        "{text}"
+    );
+    assert!(!text.contains("test split"), "{text}");
+    // The report works on it too, and says the search is not over.
+    ok(&hevo().arg("report").arg(&copy).output().unwrap());
+    let html = std::fs::read_to_string(copy.join("report.html")).unwrap();
+    assert!(html.contains("in progress") && html.contains("best so far"));
+    assert!(!html.contains("Test split"));
+}
+
+#[test]
+fn show_gives_scores_outcomes_and_the_diff() {
+    let run = run_dir();
+    let text = ok(&hevo()
+        .arg("show")
+        .arg(run)
+        .arg("seed.i3c1")
+        .output()
+        .unwrap());
+    settings(run).bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn json_views_agree_with_the_store() {
+    let run = run_dir();
+    let status: serde_json::Value = serde_json::from_str(&ok(&hevo()
+        .arg("status")
+        .arg(run)
+        .arg("--json")
+        .output()
+        .unwrap()))
+    .unwrap();
+    let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
+    let trials: i64 = db
+        .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(status["trials"], trials);
+    let candidates: i64 = db
+        .query_row("SELECT COUNT(*) FROM candidates", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        status["candidates"].as_array().unwrap().len() as i64,
+        candidates
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("search.json")).unwrap()).unwrap();
+    assert_eq!(status["best"]["name"], record["pick"]);
+    assert_eq!(status["full_trials"], 7 * 40);
+
+    let show: serde_json::Value = serde_json::from_str(&ok(&hevo()
+        .arg("show")
+        .arg(run)
+        .arg("seed.i3c1")
+        .arg("--json")
+        .output()
+        .unwrap()))
+    .unwrap();
+    let id: i64 = db
+        .query_row(
+            "SELECT id FROM candidates WHERE name = 'seed.i3c1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mine: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM trials WHERE candidate_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(show["trials"], mine);
+    assert_eq!(
+        show["estimate"]["value"],
+        record["estimates"]["seed.i3c1"]["value"]
+    );
+    assert!(show["diff"].as_str().unwrap().contains("+default = 6"));
+    assert_eq!(show["test"]["role"], "pick");
+
+    let ls: serde_json::Value = serde_json::from_str(&ok(&hevo()
+        .arg("ls")
+        .arg(run.parent().unwrap())
+        .arg("--json")
+        .output()
+        .unwrap()))
+    .unwrap();
+    assert_eq!(ls.as_array().unwrap().len(), 1);
+    assert_eq!(ls[0]["run"], "threshold");
+    assert_eq!(ls[0]["trials"], trials);
+}
+
+#[test]
+fn ls_lists_the_runs_of_a_directory() {
+    let run = run_dir();
+    let text = ok(&hevo()
+        .arg("ls")
+        .arg(run.parent().unwrap())
+        .output()
+        .unwrap());
+    settings(run).bind(|| insta::assert_snapshot!(text));
+}
+
+#[test]
+fn unknown_runs_and_candidates_exit_2_and_say_what_exists() {
+    let run = run_dir();
+    let out = hevo().arg("show").arg(run).arg("no-such").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no candidate `no-such`") && err.contains("seed.i3c1"),
+        "{err}"
+    );
+
+    let missing = run.parent().unwrap().join("no-such-run");
+    for cmd in ["status", "report"] {
+        let out = hevo().arg(cmd).arg(&missing).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no-such-run") && err.contains("is not a run directory"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&run.display().to_string()),
+            "{cmd} does not list the runs: {err}"
+        );
+    }
+    let out = hevo().arg("ls").arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-run"));
+}
+
+/// The commands of docs/report.md, run as written (in a copy of the examples), and its
+/// sample `status` output found in the real one: the page cannot rot.
+#[test]
+fn the_commands_in_docs_report_md_work_as_written() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report.md"))
+            .unwrap();
+    let block = |lang: &str| -> Vec<String> {
+        let start = doc.find(&format!("```{lang}\n")).unwrap() + lang.len() + 4;
+        let end = start + doc[start..].find("```").unwrap();
+        doc[start..end].lines().map(str::to_string).collect()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("examples")).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("threshold"))
+        .arg(tmp.path().join("examples"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut status_out = String::new();
+    for line in block("sh") {
+        let line = line.split('#').next().unwrap().trim();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[0], "hevo", "{line}");
+        let mut cmd = hevo();
+        cmd.args(&words[1..]).current_dir(tmp.path());
+        if words[1] == "run" {
+            cmd.arg("--no-progress");
+        }
+        let out = ok(&cmd.output().unwrap());
+        if words[1] == "status" {
+            status_out = out;
+        }
+    }
+    assert!(tmp
+        .path()
+        .join("examples/threshold/runs/threshold/report.html")
+        .is_file());
+    for line in block("text") {
+        if line.trim() == "..." {
+            continue;
+        }
+        let line = line.replace("directory: runs/threshold", "directory: ");
+        assert!(
+            status_out.lines().any(|l| l.contains(line.trim())),
+            "docs/report.md shows {line:?}, which `hevo status` does not print:\n{status_out}"
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! [`SandboxLauncher`]: every trial-side process inside bubblewrap (`bwrap`).
+//!
+//! Each launch gets its own user, mount, PID, network, IPC and UTS namespaces:
+//!
+//! ```text
+//! hevo ── bwrap (own process group) ── bwrap as PID 1 ── hevo init (relay) ── harness ...
+//!   │                                                         │
+//!   └─ per-launch Unix socket <─────── bound at /run/hevo ────┘ 127.0.0.1:<gateway port>
+//!      └─ relay to the gateway on the host's 127.0.0.1
+//! ```
+//!
+//! - File system: `/usr`, `/etc`, `/opt` and the `/bin`, `/lib*`, `/sbin` links read-only;
+//!   a fresh `/proc` (only the sandbox's processes), a minimal `/dev`, no writable `/tmp`
+//!   (`TMPDIR` is the working directory);
+//!   the working directory writable (unless [`Access::cwd_read_only`]); the launch's
+//!   [`Access`] paths and the entry program's installation prefix read-only; the root
+//!   read-only. The suite, the run directory, `HEVO_HOME` and the home directory are not
+//!   mounted, so they do not exist inside.
+//! - Processes: PID 1 of the namespace is bwrap; when the harness's init exits (or hevo
+//!   kills the outer bwrap, or hevo dies: `--die-with-parent`) the kernel kills every
+//!   process left in the namespace, `setsid` or not.
+//! - Network: only the sandbox's loopback. Every `*_BASE_URL` variable naming a port on
+//!   `127.0.0.1`/`localhost` (the gateway) gets a relay: the init listens on that port
+//!   inside and forwards each connection through a per-launch Unix socket to hevo, which
+//!   forwards it to the host's port. Nothing else is reachable.
+//! - Limits: [`SandboxOptions::memory_mb`] (address space per process, `RLIMIT_AS`) and
+//!   [`SandboxOptions::max_processes`] are applied by the init. cgroups are not used (see
+//!   `docs/security.md`).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::launch::{run_local, LaunchFuture, LaunchSpec, Launcher, LocalLauncher};
+
+/// The argument that turns a hevo binary into the sandbox's init (see [`crate::sandbox_init`]).
+pub const INIT_ARG: &str = "__hevo-sandbox-init";
+
+/// Where the per-launch gateway sockets appear inside the sandbox.
+const SOCKET_DIR_INSIDE: &str = "/run/hevo";
+
+/// Limits and extra paths of every sandboxed process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxOptions {
+    /// Extra read-only paths visible in every sandbox (e.g. a Python installation outside
+    /// `/usr`). From `HEVO_SANDBOX_READ_ONLY` (`:`-separated) in [`SandboxOptions::from_env`].
+    pub read_only: Vec<PathBuf>,
+    /// Address-space limit per process in MiB (`HEVO_SANDBOX_MEMORY_MB`).
+    pub memory_mb: Option<u64>,
+    /// Limit on open files per process (`HEVO_SANDBOX_MAX_FILES`).
+    pub max_files: Option<u64>,
+}
+
+impl SandboxOptions {
+    /// Options from `HEVO_SANDBOX_READ_ONLY`, `HEVO_SANDBOX_MEMORY_MB` and
+    /// `HEVO_SANDBOX_MAX_FILES`; a malformed number is an error naming the variable.
+    pub fn from_env() -> Result<SandboxOptions, String> {
+        let num = |name: &str| -> Result<Option<u64>, String> {
+            match std::env::var(name) {
+                Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| {
+                    format!("`{name}={v}` is not a whole number; unset it or give e.g. 2048")
+                }),
+                _ => Ok(None),
+            }
+        };
+        let read_only = std::env::var("HEVO_SANDBOX_READ_ONLY")
+            .map(|v| {
+                v.split(':')
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(SandboxOptions {
+            read_only,
+            memory_mb: num("HEVO_SANDBOX_MEMORY_MB")?,
+            max_files: num("HEVO_SANDBOX_MAX_FILES")?,
+        })
+    }
+}
+
+/// Runs every process in a bubblewrap sandbox (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct SandboxLauncher {
+    bwrap: PathBuf,
+    init: PathBuf,
+    options: SandboxOptions,
+}
+
+impl SandboxLauncher {
+    /// A launcher using `bwrap` and the init binary `init` (a hevo binary that handles
+    /// [`INIT_ARG`]: `hevo` itself, or `hevo-sandbox-init`). Checks that a sandbox can be
+    /// made here by making one; the error says why not.
+    pub fn new(
+        bwrap: PathBuf,
+        init: PathBuf,
+        options: SandboxOptions,
+    ) -> Result<SandboxLauncher, String> {
+        let launcher = SandboxLauncher {
+            bwrap,
+            init,
+            options,
+        };
+        launcher.probe()?;
+        Ok(launcher)
+    }
+
+    fn probe(&self) -> Result<(), String> {
+        let cwd = std::env::temp_dir();
+        let argv = self.bwrap_argv(
+            &["true".to_string()],
+            &cwd,
+            &crate::launch::Access::default(),
+            &[],
+            None,
+        );
+        let out = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run `{}`: {e}", self.bwrap.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            Err(format!(
+                "`{}` cannot make a sandbox here ({}): {}",
+                self.bwrap.display(),
+                out.status,
+                err.trim()
+            ))
+        }
+    }
+
+    /// The full command line: bwrap's options, then the init with its relays, then `argv`.
+    fn bwrap_argv(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        access: &crate::launch::Access,
+        relays: &[u16],
+        socket_dir: Option<&Path>,
+    ) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--hostname",
+            "hevo-sandbox",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let bind = |a: &mut Vec<String>, flag: &str, p: &Path| {
+            a.extend([flag.to_string(), s(p), s(p)]);
+        };
+        for sys in ["/usr", "/etc", "/opt"] {
+            if Path::new(sys).is_dir() {
+                bind(&mut a, "--ro-bind", Path::new(sys));
+            }
+        }
+        for link in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+            let p = Path::new(link);
+            match std::fs::read_link(p) {
+                Ok(target) => a.extend(["--symlink".into(), s(&target), link.into()]),
+                Err(_) if p.is_dir() => bind(&mut a, "--ro-bind", p),
+                Err(_) => {}
+            }
+        }
+        // No writable /tmp: the root (and so /tmp) is remounted read-only below, and
+        // `TMPDIR` points into the working directory.
+        a.extend(["--proc", "/proc", "--dev", "/dev"].map(String::from));
+        let mut ro: Vec<PathBuf> = self.options.read_only.clone();
+        ro.extend(access.read_only.iter().cloned());
+        ro.extend(program_prefixes(argv.first().map(String::as_str)));
+        ro.push(self.init.clone());
+        ro.retain(|p| p.exists());
+        // Parents before children, so a path inside another is mounted on top of it.
+        ro.sort_by_key(|p| p.components().count());
+        // A hidden path inside a visible one is covered by an empty tmpfs (before anything
+        // mounted inside it, such as a state directory), made read-only at the end.
+        let hidden: Vec<&PathBuf> = access
+            .hidden
+            .iter()
+            .filter(|h| h.is_dir() && ro.iter().any(|p| h.starts_with(p)))
+            .collect();
+        let mut covered = vec![false; hidden.len()];
+        for p in &ro {
+            for (h, done) in hidden.iter().zip(covered.iter_mut()) {
+                if !*done && p.starts_with(h) && p != *h {
+                    a.extend(["--tmpfs".into(), s(h)]);
+                    *done = true;
+                }
+            }
+            bind(&mut a, "--ro-bind", p);
+        }
+        for (h, done) in hidden.iter().zip(&covered) {
+            if !done {
+                a.extend(["--tmpfs".into(), s(h)]);
+            }
+        }
+        bind(
+            &mut a,
+            if access.cwd_read_only {
+                "--ro-bind"
+            } else {
+                "--bind"
+            },
+            cwd,
+        );
+        for p in access.writable.iter().filter(|p| p.exists()) {
+            bind(&mut a, "--bind", p);
+        }
+        if let Some(dir) = socket_dir {
+            a.extend(["--ro-bind".into(), s(dir), SOCKET_DIR_INSIDE.into()]);
+        }
+        for h in &hidden {
+            a.extend(["--remount-ro".into(), s(h)]);
+        }
+        a.extend(["--remount-ro".into(), "/".into(), "--chdir".into(), s(cwd)]);
+        a.extend(["--".into(), s(&self.init), INIT_ARG.into()]);
+        for port in relays {
+            a.extend([
+                "--relay".into(),
+                format!("{port}={SOCKET_DIR_INSIDE}/{port}.sock"),
+            ]);
+        }
+        if let Some(mb) = self.options.memory_mb {
+            a.extend(["--memory-mb".into(), mb.to_string()]);
+        }
+        if let Some(n) = self.options.max_files {
+            a.extend(["--max-files".into(), n.to_string()]);
+        }
+        a.push("--".into());
+        a.extend(argv.iter().cloned());
+        a.insert(0, s(&self.bwrap));
+        a
+    }
+
+    async fn run(
+        &self,
+        mut spec: LaunchSpec,
+    ) -> Result<crate::launch::ProcessOutcome, crate::launch::LaunchError> {
+        let ports = gateway_ports(&spec.env);
+        let sockets = if ports.is_empty() {
+            None
+        } else {
+            Some(
+                crate::sandbox_relay::Relays::start(&ports).map_err(|source| {
+                    crate::launch::LaunchError::Io {
+                        what: "starting the gateway relay",
+                        source,
+                    }
+                })?,
+            )
+        };
+        // The init resolves the program inside; give it the name it would find outside.
+        if let Some(first) = spec.argv.first_mut() {
+            let resolved = crate::launch::resolve_program(first, &spec.env);
+            *first = resolved.to_string_lossy().into_owned();
+        }
+        if !spec.access.cwd_read_only {
+            spec.env
+                .push(("TMPDIR".into(), spec.cwd.to_string_lossy().into_owned()));
+        }
+        spec.argv = self.bwrap_argv(
+            &spec.argv,
+            &spec.cwd,
+            &spec.access,
+            &ports,
+            sockets.as_ref().map(|r| r.dir()),
+        );
+        let out = run_local(spec).await;
+        drop(sockets);
+        out
+    }
+}
+
+impl Launcher for SandboxLauncher {
+    fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_> {
+        Box::pin(self.run(spec))
+    }
+
+    fn isolation(&self) -> String {
+        "bwrap".into()
+    }
+}
+
+/// Loopback ports named by `*_BASE_URL` variables (`http://127.0.0.1:PORT/...`).
+fn gateway_ports(env: &[(String, String)]) -> Vec<u16> {
+    let mut ports: Vec<u16> = env
+        .iter()
+        .filter(|(k, _)| k.ends_with("_BASE_URL"))
+        .filter_map(|(_, v)| {
+            let rest = v
+                .strip_prefix("http://127.0.0.1:")
+                .or_else(|| v.strip_prefix("http://localhost:"))?;
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// The installation prefixes of a program outside the system directories (the directory
+/// above its `bin/`, for the path found on `PATH` and for the file it links to), so a
+/// Python in a virtualenv or under pyenv runs inside.
+fn program_prefixes(program: Option<&str>) -> Vec<PathBuf> {
+    let Some(program) = program else {
+        return Vec::new();
+    };
+    let path = Path::new(program);
+    let mut out = Vec::new();
+    for p in [Some(path.to_path_buf()), path.canonicalize().ok()]
+        .into_iter()
+        .flatten()
+    {
+        let Some(dir) = p.parent() else { continue };
+        let prefix = if dir.file_name().is_some_and(|n| n == "bin" || n == "shims") {
+            dir.parent().unwrap_or(dir)
+        } else {
+            dir
+        };
+        let system = ["/usr", "/etc", "/opt", "/bin", "/sbin", "/lib"]
+            .iter()
+            .any(|s| prefix.starts_with(s));
+        if !system && prefix != Path::new("/") && prefix.is_absolute() {
+            out.push(prefix.to_path_buf());
+        }
+    }
+    out
+}
+
+/// Which launcher the CLI uses, and why.
+#[derive(Clone)]
+pub struct LauncherChoice {
+    /// The launcher.
+    pub launcher: std::sync::Arc<dyn Launcher>,
+    /// Set when trials run unsandboxed: the reason, for a loud warning.
+    pub unsandboxed_reason: Option<String>,
+}
+
+/// The default launcher: the sandbox when `bwrap` can make one here (probed once per
+/// process), else [`LocalLauncher`] with the reason. `HEVO_SANDBOX=off` chooses the local
+/// launcher on purpose; `HEVO_SANDBOX=require` makes an unavailable sandbox an error.
+pub fn default_launcher(init: &Path) -> Result<LauncherChoice, String> {
+    /// The sandbox, or why there is none; an error when the sandbox is required.
+    type Probed = Result<(Option<SandboxLauncher>, Option<String>), String>;
+    static CHOICE: OnceLock<Probed> = OnceLock::new();
+    let choice = CHOICE.get_or_init(|| {
+        let mode = std::env::var("HEVO_SANDBOX").unwrap_or_default();
+        if mode == "off" {
+            return Ok((None, Some("HEVO_SANDBOX=off".into())));
+        }
+        let options = SandboxOptions::from_env()?;
+        let bwrap = crate::launch::resolve_program(
+            "bwrap",
+            &[("PATH".into(), "/usr/bin:/bin:/usr/local/bin".into())],
+        );
+        match SandboxLauncher::new(bwrap, init.to_path_buf(), options) {
+            Ok(l) => Ok((Some(l), None)),
+            Err(e) if mode == "require" => Err(format!(
+                "HEVO_SANDBOX=require, but {e}; install bubblewrap (`apt-get install bubblewrap`) \
+                 or allow unprivileged user namespaces"
+            )),
+            Err(e) => Ok((None, Some(e))),
+        }
+    });
+    match choice {
+        Ok((Some(l), _)) => Ok(LauncherChoice {
+            launcher: std::sync::Arc::new(l.clone()),
+            unsandboxed_reason: None,
+        }),
+        Ok((None, reason)) => Ok(LauncherChoice {
+            launcher: std::sync::Arc::new(LocalLauncher),
+            unsandboxed_reason: reason.clone(),
+        }),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_ports_come_from_loopback_base_urls() {
+        let env = vec![
+            ("OPENAI_BASE_URL".into(), "http://127.0.0.1:4100/v1".into()),
+            ("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:4100".into()),
+            ("OTHER_BASE_URL".into(), "https://example.com:1/".into()),
+            ("X".into(), "http://127.0.0.1:5".into()),
+        ];
+        assert_eq!(gateway_ports(&env), vec![4100]);
+    }
+
+    #[test]
+    fn prefixes_skip_system_programs() {
+        assert!(program_prefixes(Some("/usr/bin/python3")).is_empty());
+        assert_eq!(
+            program_prefixes(Some("/home/u/venv/bin/python3"))[0],
+            PathBuf::from("/home/u/venv")
+        );
+    }
+}

@@ -1,0 +1,528 @@
+//! Containment: real attacker harnesses against the bubblewrap sandbox.
+//!
+//! Each test writes a harness that tries to cheat, steal, forge or escape, runs it through
+//! `eval::run_with` and the real `SandboxLauncher` (bwrap plus the `hevo-sandbox-init`
+//! binary of this crate), and asserts the exact outcome. Where it proves the attack is
+//! real, the same harness is also run with `LocalLauncher` and must succeed there. Tests
+//! skip loudly when bwrap cannot make a sandbox on this machine.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hevo_llm::TrialUsage;
+use hevo_runtime::eval::{self, EvalOptions};
+use hevo_runtime::launch::{Launcher, LocalLauncher};
+use hevo_runtime::model_access::{ModelAccess, ModelEnv, Ticket};
+use hevo_runtime::report::EvalReport;
+use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
+use serde_json::{json, Value};
+
+fn sandbox() -> Option<Arc<dyn Launcher>> {
+    let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
+    match SandboxLauncher::new("/usr/bin/bwrap".into(), init, SandboxOptions::default()) {
+        Ok(l) => Some(Arc::new(l)),
+        Err(e) => {
+            eprintln!("SKIPPED: no sandbox on this machine: {e} (apt-get install bubblewrap)");
+            None
+        }
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    /// A suite of `n` val tasks whose expected answer is `secret-<i>` (input: the index).
+    fn suite(&self, n: usize) -> PathBuf {
+        self.write(
+            "suite/suite.toml",
+            "name = \"t\"\n[scorer]\nkind = \"label\"\n",
+        );
+        let lines: Vec<String> = (0..n)
+            .map(|i| {
+                json!({"id": format!("t{i}"), "split": "val", "input": {"i": i},
+                       "expected": format!("secret-{i}")})
+                .to_string()
+            })
+            .collect();
+        self.write("suite/tasks.jsonl", &(lines.join("\n") + "\n"));
+        self.path("suite")
+    }
+    fn harness(&self, name: &str, code: &str) -> PathBuf {
+        self.write(&format!("{name}/h.py"), code);
+        self.write(
+            &format!("{name}/harness.toml"),
+            "entry = [\"python3\", \"h.py\"]\ntimeout_s = 60\n",
+        );
+        self.path(name)
+    }
+    fn options(&self, harness: &Path, suite: &Path, run: &str) -> EvalOptions {
+        let mut o = EvalOptions::new(harness, suite);
+        o.run_dir = Some(self.path(run));
+        o.jobs = 2;
+        o.retries = 0;
+        o.grace = Duration::from_millis(300);
+        o
+    }
+}
+
+fn run(opts: EvalOptions, launcher: Arc<dyn Launcher>) -> EvalReport {
+    let plan = eval::plan(opts).unwrap();
+    eval::run_with(&plan, launcher, None).unwrap()
+}
+
+fn answers(r: &EvalReport) -> Vec<String> {
+    r.tasks
+        .iter()
+        .flat_map(|t| t.details.iter())
+        .map(|d| match &d.answer {
+            Some(Value::String(s)) => s.clone(),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+/// Reads hevo's (the parent's and every other process's) cmdline, cwd and environ from
+/// /proc, finds the suite's tasks.jsonl and answers from `expected`.
+const PROC_CHEAT: &str = r#"
+import json, os, sys
+task = json.load(sys.stdin)
+def candidates():
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit(): continue
+        base = "/proc/" + pid
+        try:
+            parts = open(base + "/cmdline", "rb").read().split(b"\0")
+            parts += open(base + "/environ", "rb").read().split(b"\0")
+            yield os.readlink(base + "/cwd")
+        except Exception:
+            continue
+        for p in parts:
+            p = p.decode(errors="replace")
+            yield p.split("=", 1)[-1]
+for c in candidates():
+    for path in (c, os.path.join(c, "tasks.jsonl"), os.path.join(c, "suite", "tasks.jsonl")):
+        if path.endswith("tasks.jsonl") and os.path.isfile(path):
+            for line in open(path):
+                t = json.loads(line)
+                if t["input"] == task:
+                    print(json.dumps(t["expected"])); sys.exit(0)
+print(json.dumps("honest-guess"))
+"#;
+
+#[test]
+fn reading_the_suite_through_proc_is_blocked() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(4);
+    let h = f.harness("cheat", PROC_CHEAT);
+    // A host process naming the suite in its command line, as `hevo eval --suite` does.
+    let mut hevo_like = std::process::Command::new("sh")
+        .args(["-c", "sleep 120", "hevo", "eval", "--suite"])
+        .arg(suite.canonicalize().unwrap())
+        .spawn()
+        .unwrap();
+    // The attack is real: unsandboxed it answers every task from `expected`.
+    let local = run(f.options(&h, &suite, "run-local"), Arc::new(LocalLauncher));
+    assert_eq!(local.pass_rate.value, 1.0, "{:?}", answers(&local));
+    let boxed = run(f.options(&h, &suite, "run-boxed"), sandbox);
+    let _ = hevo_like.kill();
+    let _ = hevo_like.wait();
+    assert_eq!(boxed.pass_rate.value, 0.0);
+    assert_eq!(answers(&boxed), vec!["honest-guess"; 4]);
+}
+
+/// Tries to forge and destroy the store (the run directory's path is known to it), to
+/// write into its own harness directory, the suite, and a file outside its working
+/// directory; reports which attempts succeeded.
+const FORGER: &str = r##"
+import json, os, sys
+json.load(sys.stdin)
+run, suite, here, outside = sys.argv[1:5]
+done = []
+for name, act in [
+    ("db-write", lambda: open(os.path.join(run, "hevo.db"), "ab").write(b"x" * 4096)),
+    ("db-delete", lambda: os.remove(os.path.join(run, "hevo.db"))),
+    ("run-file", lambda: open(os.path.join(run, "forged"), "w").write("x")),
+    ("harness-write", lambda: open(os.path.join(here, "h.py"), "a").write("# changed\n")),
+    ("harness-new", lambda: open(os.path.join(here, "new.py"), "w").write("x")),
+    ("suite-write", lambda: open(os.path.join(suite, "tasks.jsonl"), "w").write("")),
+    ("outside", lambda: open(outside, "w").write("x")),
+]:
+    try:
+        act(); done.append(name)
+    except Exception:
+        pass
+print(json.dumps(",".join(done) or "none"))
+"##;
+
+#[test]
+fn the_store_harness_and_suite_cannot_be_written() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(2);
+    let run_dir = f.path("run");
+    let outside = f.path("outside.txt");
+    let h = f.harness("forger", FORGER);
+    let h = h.canonicalize().unwrap();
+    f.write(
+        "forger/harness.toml",
+        &format!(
+            "entry = [\"python3\", \"h.py\", \"{}\", \"{}\", \"{}\", \"{}\"]\n",
+            run_dir.display(),
+            suite.canonicalize().unwrap().display(),
+            h.display(),
+            outside.display()
+        ),
+    );
+    let before = hevo_runtime::harness::content_hash(&h).unwrap();
+    let tasks_before = std::fs::read_to_string(suite.join("tasks.jsonl")).unwrap();
+    let r = run(f.options(&h, &suite, "run"), sandbox);
+    assert_eq!(answers(&r), vec!["none"; 2]);
+    assert_eq!(r.trials, 2);
+    assert!(run_dir.join("hevo.db").is_file());
+    assert!(!run_dir.join("forged").exists());
+    assert!(!outside.exists());
+    assert!(!h.join("new.py").exists());
+    assert_eq!(hevo_runtime::harness::content_hash(&h).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(suite.join("tasks.jsonl")).unwrap(),
+        tasks_before
+    );
+}
+
+/// Starts 50 `setsid` children that would outlive the trial by far.
+fn setsid_harness(marker: &str) -> String {
+    format!(
+        r#"
+import json, subprocess, sys
+json.load(sys.stdin)
+for _ in range(50):
+    subprocess.Popen(["setsid", "sleep", "{marker}"], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(json.dumps("started"))
+"#
+    )
+}
+
+/// Host processes whose command line contains `marker`.
+fn survivors(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+#[test]
+fn setsid_children_die_with_the_trial() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(1);
+    let marker = format!(
+        "{}.{}",
+        7000 + std::process::id() % 1000,
+        std::process::id()
+    );
+    let h = f.harness("escaper", &setsid_harness(&marker));
+    // The attack is real: the local launcher's process-group kill misses them.
+    let local = run(f.options(&h, &suite, "run-local"), Arc::new(LocalLauncher));
+    assert_eq!(answers(&local), vec!["started"]);
+    let escaped = survivors(&marker);
+    for pid in &escaped {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(escaped.len(), 50, "unsandboxed setsid children");
+    let boxed = run(f.options(&h, &suite, "run-boxed"), sandbox);
+    assert_eq!(answers(&boxed), vec!["started"]);
+    // The namespace is gone once the launcher returns; reaping by the kernel is immediate.
+    let mut left = survivors(&marker);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = survivors(&marker);
+    }
+    assert_eq!(
+        left,
+        Vec::<i32>::new(),
+        "sandboxed setsid children survived"
+    );
+}
+
+/// Gives each trial its own key (`sk-trial-<n>`), like the gateway does.
+struct Keys {
+    base_url: String,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl ModelAccess for Keys {
+    fn open(&self, _trial: &str, _trace: &Path) -> Result<(ModelEnv, Ticket), String> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let key = format!("sk-trial-{n}");
+        let env = ModelEnv {
+            openai_base_url: self.base_url.clone(),
+            openai_api_key: key.clone(),
+            anthropic_base_url: self.base_url.clone(),
+            anthropic_api_key: key,
+        };
+        Ok((env, Ticket::unbacked()))
+    }
+    fn close(&self, _ticket: Ticket) -> TrialUsage {
+        TrialUsage::default()
+    }
+}
+
+/// Looks for a sibling trial's key in /proc for a few seconds, then calls the model
+/// through `OPENAI_BASE_URL` with its own key and tries a host port it was not given.
+const SIBLING_THIEF: &str = r#"
+import json, os, sys, time, socket, urllib.request
+json.load(sys.stdin)
+mine = os.environ["OPENAI_API_KEY"]
+stolen = None
+deadline = time.time() + 4
+while stolen is None and time.time() < deadline:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit(): continue
+        try: env = open("/proc/%s/environ" % pid, "rb").read().decode(errors="replace")
+        except Exception: continue
+        for kv in env.split("\0"):
+            if kv.startswith("OPENAI_API_KEY=sk-trial-") and kv.split("=", 1)[1] != mine:
+                stolen = kv.split("=", 1)[1]
+    time.sleep(0.1)
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/models",
+                             headers={"Authorization": "Bearer " + mine})
+reply = urllib.request.urlopen(req, timeout=10).read().decode().strip()
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+    other = "reached"
+except Exception:
+    other = "unreachable"
+print(json.dumps("%s|%s|%s" % (stolen or "none", reply, other)))
+"#;
+
+/// A scripted upstream on the host's loopback: answers every request with the bearer key.
+fn echo_server() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut auth = String::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.strip_prefix("Authorization: Bearer ") {
+                        auth = v.trim().to_string();
+                    }
+                }
+                let body = format!("ok {auth}");
+                let mut conn = conn;
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn only_the_gateway_is_reachable_and_sibling_keys_are_invisible() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(4);
+    let gateway = echo_server();
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    f.write("thief/h.py", SIBLING_THIEF);
+    f.write(
+        "thief/harness.toml",
+        &format!("entry = [\"python3\", \"h.py\", \"{other_port}\"]\n"),
+    );
+    let h = f.path("thief");
+    let mut opts = f.options(&h, &suite, "run");
+    opts.jobs = 4;
+    opts.model_access = Some(Arc::new(Keys {
+        base_url: format!("http://127.0.0.1:{gateway}/v1"),
+        next: Default::default(),
+    }));
+    let r = run(opts, sandbox);
+    let got = answers(&r);
+    assert_eq!(got.len(), 4);
+    for a in &got {
+        let parts: Vec<&str> = a.split('|').collect();
+        assert_eq!(parts[0], "none", "a sibling's key was visible: {a}");
+        assert!(
+            parts[1].starts_with("ok sk-trial-"),
+            "the gateway relay failed: {a}"
+        );
+        assert_eq!(
+            parts[2], "unreachable",
+            "a host port besides the gateway: {a}"
+        );
+    }
+    drop(other);
+}
+
+/// Answers `secret-<i>` for input `{"i": i}`: right on the original suite.
+const HONEST: &str = r#"
+import json, sys
+task = json.load(sys.stdin)
+print(json.dumps("secret-%d" % task["i"]))
+"#;
+
+#[test]
+fn a_changed_suite_reruns_what_changed_and_a_second_process_is_refused() {
+    let f = Fixture::new();
+    let suite = f.suite(4);
+    let h = f.harness("honest", HONEST);
+    let first = run(f.options(&h, &suite, "run"), Arc::new(LocalLauncher));
+    assert_eq!((first.pass_rate.value, first.ran_now), (1.0, 4));
+    // Invert two expected answers: exactly those two tasks run again, and now fail.
+    let text = std::fs::read_to_string(suite.join("tasks.jsonl")).unwrap();
+    let text = text
+        .replace("\"secret-0\"", "\"inverted-0\"")
+        .replace("\"secret-3\"", "\"inverted-3\"");
+    std::fs::write(suite.join("tasks.jsonl"), text).unwrap();
+    let second = run(f.options(&h, &suite, "run"), Arc::new(LocalLauncher));
+    assert_eq!((second.ran_now, second.reused), (2, 2));
+    assert_eq!(second.pass_rate.value, 0.5);
+    // A second evaluator on the same run directory is refused, naming the holder.
+    let plan = eval::plan(f.options(&h, &suite, "run")).unwrap();
+    let _lock = hevo_runtime::run_lock::RunLock::acquire(&f.path("run")).unwrap();
+    let err = eval::run_with(&plan, Arc::new(LocalLauncher), None).unwrap_err();
+    assert!(err.is_user_error());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("in use by another hevo process")
+            && msg.contains(&std::process::id().to_string()),
+        "{msg}"
+    );
+}
+
+/// Reads the suite and the run directory kept inside its own harness directory.
+const NESTED_CHEAT: &str = r#"
+import json, os, sys
+task = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+seen = os.path.exists(os.path.join(here, "run", "hevo.db"))
+state = open(os.path.join(os.environ["HEVO_STATE_DIR"], "state.txt")).read()
+try:
+    open(os.path.join(os.environ["HEVO_STATE_DIR"], "state.txt"), "a").write("x")
+    state += "+writable"
+except OSError:
+    state += "+read-only"
+try:
+    for line in open(os.path.join(here, "suite", "tasks.jsonl")):
+        t = json.loads(line)
+        if t["input"] == task:
+            print(json.dumps(t["expected"])); sys.exit(0)
+except OSError:
+    pass
+print(json.dumps(("db-visible" if seen else "honest-guess") + "+" + state))
+"#;
+
+#[test]
+fn a_suite_and_run_dir_inside_the_harness_directory_stay_hidden() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let h = f.harness("h", NESTED_CHEAT);
+    f.write(
+        "h/harness.toml",
+        "entry = [\"python3\", \"h.py\"]\nprepare = [\"python3\", \"prep.py\"]\n",
+    );
+    // `prepare` writes its state inside the run directory, itself inside the harness
+    // directory: trials see the state (read-only) but nothing else of the run directory.
+    f.write(
+        "h/prep.py",
+        "import sys\nsys.stdin.read()\nopen('state.txt', 'w').write('ok')\n",
+    );
+    f.write(
+        "h/suite/suite.toml",
+        "name = \"t\"\n[scorer]\nkind = \"label\"\n",
+    );
+    f.write(
+        "h/suite/tasks.jsonl",
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":{\"i\":0},\"expected\":\"secret-0\"}\n",
+    );
+    let suite = f.path("h/suite");
+    let mut local = f.options(&h, &suite, "h/run");
+    local.run_dir = Some(f.path("h/run-local"));
+    assert_eq!(run(local, Arc::new(LocalLauncher)).pass_rate.value, 1.0);
+    let boxed = run(f.options(&h, &suite, "h/run"), sandbox);
+    assert_eq!(answers(&boxed), vec!["honest-guess+ok+read-only"]);
+}
+
+#[test]
+fn a_hung_trial_times_out_and_leaves_no_process() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(1);
+    let marker = format!(
+        "{}.{}",
+        8000 + std::process::id() % 1000,
+        std::process::id()
+    );
+    let code = format!(
+        r#"
+import json, signal, subprocess, sys, time
+json.load(sys.stdin)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for _ in range(5):
+    subprocess.Popen(["setsid", "sleep", "{marker}"])
+time.sleep(600)
+"#
+    );
+    let h = f.harness("hang", &code);
+    let mut opts = f.options(&h, &suite, "run");
+    opts.timeout = Some(Duration::from_secs(2));
+    let r = run(opts, sandbox);
+    assert_eq!(r.status_counts["timeout"], 1, "{:?}", r.status_counts);
+    let mut left = survivors(&marker);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = survivors(&marker);
+    }
+    assert_eq!(
+        left,
+        Vec::<i32>::new(),
+        "processes of a timed-out trial survived"
+    );
+}

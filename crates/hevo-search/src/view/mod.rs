@@ -1,0 +1,276 @@
+//! What a run directory shows: the data `hevo report`, `hevo status`, `hevo show` and
+//! `hevo ls` render, read from `runs/<run>/` while a search runs or after it.
+//!
+//! ```text
+//! hevo.db (read-only)          trials per candidate and task: spend, outcomes, traces
+//! archive/candidates/*/        candidate.toml (lineage, hypothesis, axis), scores.json
+//! archive/summary.jsonl        rejected candidates and their reasons
+//! search.json                  the pick, once the search has finished
+//! test/hevo.db                 the test split, once `finalize` has run
+//! ```
+//!
+//! [`RunView::open`] reads everything into plain data; [`series`] derives what the charts
+//! draw (best per iteration, spend against full evaluation, the task pool, the Pareto
+//! front); [`diff`] compares a candidate's code with its parent's; [`html`] renders the
+//! self-contained report. Nothing here writes into the run directory except
+//! [`html::write_report`].
+
+pub mod diff;
+pub mod html;
+mod read;
+pub mod series;
+mod svg;
+
+use std::path::{Path, PathBuf};
+
+use hevo_runtime::spend::Spend;
+use hevo_stats::estimate::Estimate;
+use serde::Serialize;
+
+pub use read::list_runs;
+
+/// Everything a report or a status view shows about one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunView {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The run's name (the directory's name).
+    pub name: String,
+    /// Whether the search has finished (it wrote `search.json`).
+    pub finished: bool,
+    /// The strategy (estimator) named in the candidates' `scores.json`, once one exists.
+    pub strategy: Option<String>,
+    /// The pick named in `search.json`, once the search has finished.
+    pub pick: Option<String>,
+    /// Validation tasks in the store.
+    pub val_tasks: usize,
+    /// Trials per (candidate, task) seen in the store (the largest trial index plus one).
+    pub trials_per_task: u32,
+    /// Every archived candidate, in arrival order.
+    pub candidates: Vec<CandidateView>,
+    /// Candidates rejected before evaluation (from `summary.jsonl`).
+    pub rejected: Vec<Rejected>,
+    /// The test split's results, when `finalize` ran.
+    pub test: Vec<TestView>,
+}
+
+/// One archived candidate.
+#[derive(Clone, Debug, Serialize)]
+pub struct CandidateView {
+    /// Arrival index (the archive's `NNN`).
+    pub seq: usize,
+    /// Its name.
+    pub name: String,
+    /// The candidate it was derived from.
+    pub parent: Option<String>,
+    /// The iteration that proposed it (0 = seed).
+    pub iteration: u32,
+    /// What it changes and why.
+    pub hypothesis: String,
+    /// The proposer's axis: `seed`, `exploitation`, `exploration`, or what it wrote.
+    pub axis: String,
+    /// Its archive directory.
+    pub dir: PathBuf,
+    /// Its id in the run's store, once it has trials.
+    pub store_id: Option<i64>,
+    /// Its latest estimate (`scores.json`), once the strategy made one.
+    pub estimate: Option<Estimate>,
+    /// `evaluated`, `not sampled`, or `evaluating` (trials but no estimate yet).
+    pub status: String,
+    /// Validation trials recorded in the store.
+    pub trials: u64,
+    /// What those trials' model calls cost.
+    pub spend: Spend,
+    /// Per-task results from the store, by task id.
+    pub tasks: Vec<TaskOutcome>,
+    /// Where its trial traces are (`traces/c<id>/` in the run directory).
+    pub trace_dir: Option<PathBuf>,
+}
+
+impl CandidateView {
+    /// The plain mean of its per-task outcomes so far (`None` before its first trial): what
+    /// to look at while the strategy has not made an estimate yet. Not an estimate of the
+    /// full validation score: the tasks run first are not a random sample.
+    pub fn raw_mean(&self) -> Option<f64> {
+        if self.tasks.is_empty() {
+            return None;
+        }
+        Some(self.tasks.iter().map(|t| t.outcome).sum::<f64>() / self.tasks.len() as f64)
+    }
+}
+
+/// One candidate's trials on one task.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskOutcome {
+    /// Task id.
+    pub task: String,
+    /// Mean outcome over its trials.
+    pub outcome: f64,
+    /// Trials recorded.
+    pub trials: u32,
+    /// The status shared by all its trials, or `mixed`.
+    pub status: String,
+    /// The first error message among its trials.
+    pub error: Option<String>,
+    /// Dollars of its trials.
+    pub cost_usd: f64,
+}
+
+/// A candidate rejected before evaluation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rejected {
+    /// The iteration that proposed it.
+    pub iteration: u32,
+    /// Its name.
+    pub name: String,
+    /// Its hypothesis.
+    pub hypothesis: String,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+/// One harness's result on the test split.
+#[derive(Clone, Debug, Serialize)]
+pub struct TestView {
+    /// The candidate's name.
+    pub name: String,
+    /// `pick`, `seed`, `frontier` (from `search.json`), or empty.
+    pub role: String,
+    /// Mean over test tasks with its 95% interval.
+    pub pass_rate: Estimate,
+    /// Test tasks scored.
+    pub tasks: usize,
+    /// Test trials recorded.
+    pub trials: u64,
+    /// Dollars of the test trials.
+    pub cost_usd: f64,
+}
+
+/// Why a run could not be shown.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ViewError {
+    /// The directory is not a run directory.
+    #[error("`{}` is not a run directory (no hevo.db and archive/ in it); {}", path.display(), known_runs(known))]
+    NotARun {
+        /// The directory given.
+        path: PathBuf,
+        /// Run directories next to it.
+        known: Vec<String>,
+    },
+    /// The run has no candidate of that name.
+    #[error("run `{}` has no candidate `{name}`; {}", run.display(), known_candidates(known))]
+    UnknownCandidate {
+        /// The run directory.
+        run: PathBuf,
+        /// The name asked for.
+        name: String,
+        /// The candidates it has.
+        known: Vec<String>,
+    },
+    /// A file of the run could not be read or parsed.
+    #[error("cannot read `{}`: {message}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] hevo_runtime::store::StoreError),
+}
+
+fn known_runs(known: &[String]) -> String {
+    if known.is_empty() {
+        "there is no run directory next to it either; pass the directory `hevo run` printed".into()
+    } else {
+        format!("run directories next to it: {}", known.join(", "))
+    }
+}
+
+fn known_candidates(known: &[String]) -> String {
+    if known.is_empty() {
+        "it has no archived candidate yet".into()
+    } else {
+        format!("it has: {}", known.join(", "))
+    }
+}
+
+impl ViewError {
+    /// Whether the user named something that does not exist (exit code 2).
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self,
+            ViewError::NotARun { .. } | ViewError::UnknownCandidate { .. }
+        )
+    }
+}
+
+impl RunView {
+    /// Reads the run directory `dir` (a search may be writing it meanwhile).
+    pub fn open(dir: &Path) -> Result<RunView, ViewError> {
+        read::open(dir)
+    }
+
+    /// The candidate named `name`, or an error listing the names there are.
+    pub fn candidate(&self, name: &str) -> Result<&CandidateView, ViewError> {
+        self.candidates
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| ViewError::UnknownCandidate {
+                run: self.dir.clone(),
+                name: name.to_string(),
+                known: self.candidates.iter().map(|c| c.name.clone()).collect(),
+            })
+    }
+
+    /// The best candidate so far: the highest estimate, earliest on ties (the search's
+    /// own rule); the pick of `search.json` once the search has finished.
+    pub fn best(&self) -> Option<&CandidateView> {
+        if let Some(p) = &self.pick {
+            if let Some(c) = self.candidates.iter().find(|c| &c.name == p) {
+                return Some(c);
+            }
+        }
+        best_of(self.candidates.iter())
+    }
+
+    /// The last iteration with an archived candidate.
+    pub fn iterations_done(&self) -> u32 {
+        self.candidates
+            .iter()
+            .map(|c| c.iteration)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Validation trials and their spend, over all candidates.
+    pub fn total(&self) -> (u64, Spend) {
+        let mut spend = Spend::default();
+        let mut trials = 0;
+        for c in &self.candidates {
+            trials += c.trials;
+            spend.add(&c.spend);
+        }
+        (trials, spend)
+    }
+}
+
+/// The candidate with the highest finite estimate, earliest on ties.
+pub fn best_of<'a>(cands: impl Iterator<Item = &'a CandidateView>) -> Option<&'a CandidateView> {
+    let mut best: Option<&CandidateView> = None;
+    for c in cands {
+        let Some(v) = c.estimate.map(|e| e.value).filter(|v| v.is_finite()) else {
+            continue;
+        };
+        let better = match best.and_then(|b| b.estimate) {
+            Some(b) => v > b.value,
+            None => true,
+        };
+        if better {
+            best = Some(c);
+        }
+    }
+    best
+}
