@@ -307,8 +307,8 @@ fn print_run(
             // proposer and finalize (response-cache hits at the price they would have had).
             "session_model_usage": {"input": usage.input_tokens, "cached": usage.cached_tokens,
                        "output": usage.output_tokens, "cost_usd": usage.cost_usd},
-            "test": finalized.map(|f| f.test.iter().map(|(k, v)| (k.clone(), json!({"pass_rate": v.pass_rate,
-                     "ci_low": v.ci_low, "ci_high": v.ci_high, "role": v.role, "val_estimate": v.val_estimate}))).collect::<serde_json::Map<_, _>>()),
+            "test": finalized.map(test_json),
+            "pareto": report.pareto,
         });
         writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
         return Ok(());
@@ -346,10 +346,81 @@ fn print_run(
         "this session through the gateway (trials, proposer, test): {} input, {} cached, {} output tokens; cost ${:.4}\n",
         usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.cost_usd
     );
+    if let Some(p) = &report.pareto {
+        text += &tier_lines(p);
+    }
     if let Some(f) = finalized {
         text += &finalize_table(f);
     }
     write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))
+}
+
+/// A cost in its unit: dollars to 6 decimals, tokens to 1.
+fn cost(unit: hevo_search::objective::CostUnit, x: f64) -> String {
+    match unit {
+        hevo_search::objective::CostUnit::Usd => format!("{x:.6}"),
+        hevo_search::objective::CostUnit::Tokens => format!("{x:.1}"),
+    }
+}
+
+/// One line per pareto tier, as the search measured it on validation.
+fn tier_lines(p: &hevo_search::objective::ParetoReport) -> String {
+    let unit = p.unit.label();
+    let mut text = format!(
+        "pareto tiers (floor: {} at {:.3}; {} of {} candidates survive):\n",
+        p.baseline,
+        p.baseline_pass_rate,
+        p.survivors.len(),
+        p.candidates.len()
+    );
+    for t in &p.tiers {
+        let c = &t.candidate;
+        text += &format!(
+            "  {:<6} {:<28} pass {:.3} [{:.3}, {:.3}]  cost/task {} [{}, {}] {unit}  time/task {:.0} ms\n",
+            t.tier,
+            c.name,
+            c.pass_rate.value,
+            c.pass_rate.ci_low,
+            c.pass_rate.ci_high,
+            cost(p.unit, c.cost.per_task.value),
+            cost(p.unit, c.cost.per_task.ci_low),
+            cost(p.unit, c.cost.per_task.ci_high),
+            c.cost.wall_ms_per_task
+        );
+    }
+    let mut names: Vec<&str> = p.tiers.iter().map(|t| t.candidate.name.as_str()).collect();
+    names.dedup();
+    if p.tiers.len() > 1 && names.len() == 1 {
+        text += "  (the tiers coincide: no surviving candidate trades pass rate for cost)\n";
+    }
+    text
+}
+
+/// The `test` object of `--json`: per harness its pass rate, role, and (pareto) cost.
+fn test_json(f: &FinalizeReport) -> serde_json::Map<String, serde_json::Value> {
+    let num = |x: f64| {
+        if x.is_finite() {
+            json!(x)
+        } else {
+            serde_json::Value::Null
+        }
+    };
+    f.test
+        .iter()
+        .map(|(k, v)| {
+            let c = &v.cost;
+            (
+                k.clone(),
+                json!({"pass_rate": v.pass_rate, "ci_low": v.ci_low, "ci_high": v.ci_high,
+                       "role": v.role, "val_estimate": v.val_estimate, "tiers": v.tiers,
+                       "trials": v.trials, "cost_unit": c.unit,
+                       "cost_per_task": num(c.per_task.value), "cost_ci_low": num(c.per_task.ci_low),
+                       "cost_ci_high": num(c.per_task.ci_high), "time_per_task_ms": num(c.wall_ms_per_task),
+                       "cost_total": c.total, "successes": c.successes,
+                       "cost_of_pass": num(c.cost_of_pass())}),
+            )
+        })
+        .collect()
 }
 
 fn finalize_table(f: &FinalizeReport) -> String {
@@ -366,6 +437,32 @@ fn finalize_table(f: &FinalizeReport) -> String {
             t.pass_rate,
             format!("[{:.3}, {:.3}]", t.ci_low, t.ci_high),
             t.val_estimate
+        );
+    }
+    let mut tiers: Vec<(&str, &str, &hevo_search::finalize::TestResult)> = f
+        .test
+        .iter()
+        .flat_map(|(n, t)| {
+            t.tiers
+                .iter()
+                .map(move |tier| (tier.as_str(), n.as_str(), t))
+        })
+        .collect();
+    let order = |t: &str| hevo_search::objective::TIERS.iter().position(|x| *x == t);
+    tiers.sort_by_key(|(t, _, _)| order(t));
+    for (tier, name, t) in tiers {
+        let c = &t.cost;
+        text += &format!(
+            "  tier {tier:<6} {name}: pass {:.3} [{:.3}, {:.3}], cost/task {} [{}, {}] {}, time/task {:.0} ms, cost of pass {}\n",
+            t.pass_rate,
+            t.ci_low,
+            t.ci_high,
+            cost(c.unit, c.per_task.value),
+            cost(c.unit, c.per_task.ci_low),
+            cost(c.unit, c.per_task.ci_high),
+            c.unit.label(),
+            c.wall_ms_per_task,
+            cost(c.unit, c.cost_of_pass())
         );
     }
     let pick = f.test.values().find(|t| t.role.starts_with("pick"));
@@ -421,8 +518,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             "evaluations": f.evaluations,
             "tokens": {"input": usage.input_tokens, "cached": usage.cached_tokens, "output": usage.output_tokens},
             "cost_usd": usage.cost_usd,
-            "test": f.test.iter().map(|(k, v)| (k.clone(), json!({"pass_rate": v.pass_rate, "ci_low": v.ci_low,
-                     "ci_high": v.ci_high, "role": v.role, "val_estimate": v.val_estimate}))).collect::<serde_json::Map<_, _>>(),
+            "test": test_json(&f),
         });
         writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
     } else {

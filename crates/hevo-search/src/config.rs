@@ -54,6 +54,61 @@ pub struct RunConfig {
     /// Where trials run: this machine (the default) or a Slurm cluster.
     #[serde(default)]
     pub executor: ExecutorConfig,
+    /// What the search optimizes: pass rate alone, or pass rate and cost (HarnessPro).
+    #[serde(default)]
+    pub objective: ObjectiveConfig,
+}
+
+/// `[objective]`: what the search optimizes (`docs/harnesspro.md`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectiveConfig {
+    /// `pass_rate` (the default: one pick) or `pareto` (lite, medium and heavy tiers).
+    #[serde(default)]
+    pub kind: ObjectiveKind,
+    /// `[alpha, beta]` (weights of pass rate and cost) of the lite tier.
+    #[serde(default = "default_lite")]
+    pub lite: [f64; 2],
+    /// `[alpha, beta]` of the medium tier.
+    #[serde(default = "default_medium")]
+    pub medium: [f64; 2],
+    /// `[alpha, beta]` of the heavy tier.
+    #[serde(default = "default_heavy")]
+    pub heavy: [f64; 2],
+}
+
+fn default_lite() -> [f64; 2] {
+    [1.0, 2.0]
+}
+
+fn default_medium() -> [f64; 2] {
+    [1.0, 1.0]
+}
+
+fn default_heavy() -> [f64; 2] {
+    [2.0, 1.0]
+}
+
+impl Default for ObjectiveConfig {
+    fn default() -> Self {
+        ObjectiveConfig {
+            kind: ObjectiveKind::default(),
+            lite: default_lite(),
+            medium: default_medium(),
+            heavy: default_heavy(),
+        }
+    }
+}
+
+/// What the search optimizes.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectiveKind {
+    /// The validation pass rate alone.
+    #[default]
+    PassRate,
+    /// Pass rate and mean cost per task together: three tiers (SPEC section 3).
+    Pareto,
 }
 
 /// `[executor]`: where trials run (`docs/scale-out.md`).
@@ -422,6 +477,18 @@ impl RunConfig {
         if let Err(e) = parse_estimator(&self.evaluation.estimator) {
             return Err(bad("evaluation.estimator", e.to_string()));
         }
+        for (tier, w) in [
+            ("lite", self.objective.lite),
+            ("medium", self.objective.medium),
+            ("heavy", self.objective.heavy),
+        ] {
+            if !w.iter().all(|x| x.is_finite() && *x >= 0.0) || w == [0.0, 0.0] {
+                return Err(bad(
+                    &format!("objective.{tier}"),
+                    format!("is {w:?}: use two weights >= 0, not both 0, e.g. [1.0, 2.0]"),
+                ));
+            }
+        }
         if let Some(v) = self.budget.max_usd {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad(
@@ -474,6 +541,11 @@ mod tests {
         assert_eq!(c.search.candidates_per_iteration, 3);
         assert_eq!(c.evaluation.strategy, "recommended");
         assert_eq!(c.evaluation.rho, 0.2);
+        assert_eq!(c.objective.kind, ObjectiveKind::PassRate);
+        assert_eq!(
+            (c.objective.lite, c.objective.medium, c.objective.heavy),
+            ([1.0, 2.0], [1.0, 1.0], [2.0, 1.0])
+        );
     }
 
     #[test]
@@ -493,6 +565,11 @@ mod tests {
             ("[search]\ntrials = 0", "search.trials"),
             ("[model]\nbackend = \"openai\"", "backend"),
             ("[budget]\nmax_usd = -1.0", "budget.max_usd"),
+            (
+                "[objective]\nkind = \"cost\"",
+                "expected `pass_rate` or `pareto`",
+            ),
+            ("[objective]\nlite = [-1.0, 2.0]", "objective.lite"),
         ];
         for (extra, key) in cases {
             let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");

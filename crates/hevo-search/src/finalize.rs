@@ -12,6 +12,7 @@ use hevo_stats::estimate::Estimate;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::Archive;
+use crate::objective::{cost_summary, CostSummary, CostUnit};
 use crate::run::{Ranked, SearchReport};
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::eval::EvalError;
@@ -37,6 +38,12 @@ pub struct SearchRecord {
     pub frontier: Vec<String>,
     /// The final validation estimate of every candidate, by name.
     pub estimates: BTreeMap<String, Estimate>,
+    /// Under `[objective] kind = "pareto"`: `(tier, candidate name)` of each tier.
+    #[serde(default)]
+    pub tiers: Vec<(String, String)>,
+    /// The unit the search counted cost in (`None` before pareto runs existed).
+    #[serde(default)]
+    pub cost_unit: Option<CostUnit>,
 }
 
 /// The file name of the search record inside the run directory.
@@ -67,6 +74,12 @@ impl SearchRecord {
                 .filter(|r| r.estimate.value.is_finite() && r.estimate.se.is_finite())
                 .map(|r| (r.name.clone(), r.estimate))
                 .collect(),
+            tiers: report
+                .pareto
+                .as_ref()
+                .map(|p| p.tier_names())
+                .unwrap_or_default(),
+            cost_unit: report.pareto.as_ref().map(|p| p.unit),
         }
     }
 }
@@ -74,8 +87,14 @@ impl SearchRecord {
 /// One harness's test result.
 #[derive(Clone, Debug, Serialize)]
 pub struct TestResult {
-    /// `pick`, `seed`, `frontier`, or `pick, seed` when the search kept a seed.
+    /// `pick`, `seed`, `frontier`, or `pick, seed` when the search kept a seed; a tier
+    /// that has no other role is named by its tiers (`lite`, `medium, heavy`, ...).
     pub role: String,
+    /// The pareto tiers this harness is (empty under the `pass_rate` objective).
+    pub tiers: Vec<String>,
+    /// Cost per task with its interval, time per task and successes, from its test trial
+    /// rows in the test store; cost of pass is `cost.cost_of_pass()`.
+    pub cost: CostSummary,
     /// Test pass rate with its 95% interval.
     pub pass_rate: f64,
     /// Lower end of the interval.
@@ -199,8 +218,26 @@ pub fn finalize(
     for f in &record.frontier {
         roles.push((f.clone(), "frontier".into()));
     }
+    let tiers_of = |name: &str| -> Vec<String> {
+        record
+            .tiers
+            .iter()
+            .filter(|(_, n)| n == name)
+            .map(|(t, _)| t.clone())
+            .collect()
+    };
+    for (_, name) in &record.tiers {
+        if !roles.iter().any(|(n, _)| n == name) {
+            roles.push((name.clone(), tiers_of(name).join(", ")));
+        }
+    }
     let test_dir = run_dir.join("test");
     let suite = Suite::load(suite_dir)?;
+    let suite_tasks: Vec<String> = suite
+        .split(Split::Test)
+        .iter()
+        .map(|t| t.id.clone())
+        .collect();
     let mut evaluator = Evaluator::open(EvaluatorConfig {
         run_dir: test_dir.clone(),
         run_id: "test".into(),
@@ -222,6 +259,8 @@ pub fn finalize(
         candidate: record.pick.clone(),
         source,
     })?;
+    let test_ids: std::collections::HashSet<&str> =
+        suite_tasks.iter().map(|s| s.as_str()).collect();
     let mut test = BTreeMap::new();
     let mut evaluations = 0;
     let mut cost = 0.0;
@@ -252,6 +291,18 @@ pub fn finalize(
             .map_err(eval_err)?;
         evaluations += report.trials;
         cost += report.spend.cost_usd;
+        let rows = evaluator
+            .store()
+            .trials_of(candidate.candidate_id)
+            .map_err(|e| FinalizeError::Eval {
+                candidate: name.clone(),
+                source: e.into(),
+            })?;
+        let rows = crate::runner::current_rows(rows, evaluator.suite(), opts.trials)
+            .into_iter()
+            .filter(|r| test_ids.contains(r.task_id.as_str()))
+            .collect::<Vec<_>>();
+        let unit = record.cost_unit.unwrap_or_else(|| CostUnit::of(&rows));
         test.insert(
             name.clone(),
             TestResult {
@@ -266,6 +317,8 @@ pub fn finalize(
                     .unwrap_or(f64::NAN),
                 trials: report.trials,
                 cost_usd: report.spend.cost_usd,
+                tiers: tiers_of(&name),
+                cost: cost_summary(&rows, unit),
             },
         );
     }

@@ -7,6 +7,8 @@
 //!   `hevo_strategy` strategy through a live oracle;
 //! - [`runner`]: evaluates a batch of trials for the loop through `hevo_runtime`;
 //! - [`finalize`]: the test split, once, after a search;
+//! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
+//! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model);
 //! - [`view`]: what a run directory shows (`hevo report`, `status`, `show`, `ls`).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:
@@ -16,7 +18,9 @@
 
 pub mod archive;
 pub mod config;
+pub mod diagnose;
 pub mod finalize;
+pub mod objective;
 pub mod proposer;
 pub mod run;
 pub mod runner;

@@ -33,7 +33,8 @@ use crate::archive::{
     valid_name, write_atomic, Archive, Candidate, CandidateMeta, CandidateScores, FrontierEntry,
     SkillContext, SummaryLine,
 };
-use crate::config::RunConfig;
+use crate::config::{ObjectiveKind, RunConfig};
+use crate::objective::ParetoReport;
 use crate::proposer::{ProposeContext, ProposeError, Proposer};
 use crate::runner::{CandidateRunner, Effort, FinalEstimate};
 use hevo_runtime::cancel::CancelReason;
@@ -77,6 +78,9 @@ pub struct SearchReport {
     pub stopped_early: Option<String>,
     /// Iterations completed.
     pub iterations_done: u32,
+    /// Under `[objective] kind = "pareto"`: every candidate's pass rate and cost, and the
+    /// lite / medium / heavy tiers (`None` under `pass_rate`).
+    pub pareto: Option<ParetoReport>,
 }
 
 /// Why a search failed.
@@ -603,6 +607,10 @@ pub fn run_search(
     for s in oracle.effort.values() {
         total.add(s);
     }
+    let pareto = match config.objective.kind {
+        ObjectiveKind::PassRate => None,
+        ObjectiveKind::Pareto => Some(pareto_tiers(config, &candidates, &shown, runner, log)?),
+    };
     Ok(SearchReport {
         run_dir: run_dir.to_path_buf(),
         pick,
@@ -614,7 +622,54 @@ pub fn run_search(
         strategy: strat.name(),
         stopped_early,
         iterations_done,
+        pareto,
     })
+}
+
+/// The pareto objective after the strategy's finish: each candidate's cost from its trial
+/// rows in the store, the tiers, and the built-in analyzer's `diagnosis.json` beside each
+/// candidate in the archive.
+fn pareto_tiers(
+    config: &RunConfig,
+    candidates: &[Candidate],
+    shown: &[Estimate],
+    runner: &mut dyn CandidateRunner,
+    log: &mut dyn FnMut(&str),
+) -> Result<ParetoReport, SearchError> {
+    let mut rows = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let r = runner
+            .trials(&c.code())
+            .map_err(|source| SearchError::Evaluation {
+                candidate: c.meta.name.clone(),
+                source,
+            })?;
+        let diagnosis = crate::diagnose::diagnose(&c.meta.name, &r);
+        crate::diagnose::save(&c.dir, &diagnosis).map_err(io_err("cannot write", &c.dir))?;
+        rows.push(r);
+    }
+    let points: Vec<(String, u32, Estimate)> = candidates
+        .iter()
+        .map(|c| {
+            let e = shown
+                .get(c.seq)
+                .copied()
+                .unwrap_or(Estimate::exact(f64::NAN));
+            (c.meta.name.clone(), c.meta.iteration, e)
+        })
+        .collect();
+    let report = ParetoReport::build(&points, &rows, &config.objective);
+    for t in &report.tiers {
+        log(&format!(
+            "tier {}: {} (pass rate {:.3}, cost per task {:.6} {})",
+            t.tier,
+            t.candidate.name,
+            t.candidate.pass_rate.value,
+            t.candidate.cost.per_task.value,
+            t.candidate.cost.unit.label()
+        ));
+    }
+    Ok(report)
 }
 
 fn strat_estimate(strat: &dyn Strategy, seq: usize) -> Estimate {

@@ -17,7 +17,7 @@ use hevo_runtime::launch::Launcher;
 use hevo_runtime::model_access::{ModelAccess, ModelEnv};
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::spend::Spend;
-use hevo_runtime::store::EstimateRow;
+use hevo_runtime::store::{EstimateRow, TrialRow};
 use hevo_runtime::suite::Suite;
 use hevo_runtime::task::Split;
 use hevo_runtime::trial::TrialStatus;
@@ -71,6 +71,28 @@ pub trait CandidateRunner {
         code_dir: &Path,
         estimate: &FinalEstimate,
     ) -> Result<(), EvalError>;
+
+    /// Every stored trial row of `code_dir`'s candidate in the search (not smoke trials):
+    /// spend, wall time and trace prefix, for the cost objective and the analyzer.
+    fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError>;
+}
+
+/// The rows an evaluation report counts: trial index below `trials` and run on the task's
+/// current content (its task key); rows of a changed task are stale and left out.
+pub fn current_rows(rows: Vec<TrialRow>, suite: &Suite, trials: u32) -> Vec<TrialRow> {
+    let keys: HashMap<&str, String> = suite
+        .tasks
+        .iter()
+        .map(|t| {
+            (
+                t.id.as_str(),
+                hevo_runtime::suite::task_key(t, &suite.config.scorer),
+            )
+        })
+        .collect();
+    rows.into_iter()
+        .filter(|r| r.trial_index < trials && keys.get(r.task_id.as_str()) == Some(&r.task_key))
+        .collect()
 }
 
 /// A strategy's final estimate of one candidate, as the store keeps it.
@@ -229,6 +251,16 @@ fn results_of(report: &EvalReport) -> TaskResults {
 }
 
 impl CandidateRunner for LiveRunner {
+    fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError> {
+        let candidate = self.evaluator.load(code_dir)?;
+        let rows = self.evaluator.store().trials_of(candidate.candidate_id)?;
+        Ok(current_rows(
+            rows,
+            self.evaluator.suite(),
+            self.settings.trials,
+        ))
+    }
+
     fn record_estimate(&mut self, code_dir: &Path, e: &FinalEstimate) -> Result<(), EvalError> {
         let candidate = self.evaluator.load(code_dir)?;
         let finite = |x: f64| x.is_finite().then_some(x);

@@ -1,0 +1,123 @@
+//! `hevo run --finalize` under `[objective] kind = "pareto"` as a user runs it: the `pareto`
+//! object and the tier roles in `--json`, and one line per tier in the text output.
+//!
+//! The harness calls no model, so every cost is 0 tokens: the best pass rate dominates, and
+//! all three tiers are the pick (the real trade-off is tested in
+//! `crates/hevo-search/tests/harnesspro.rs`, through the gateway).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn hevo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "runs" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn pareto_dir(tmp: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tmp.join("threshold");
+    copy(&root.join("examples/threshold"), &dir);
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("strategy = \"recommended\"", "strategy = \"full\"")
+        + "\n[objective]\nkind = \"pareto\"\n";
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    dir
+}
+
+#[test]
+fn pareto_run_reports_tiers_in_json_and_text_and_finalize_tests_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = pareto_dir(tmp.path());
+    let out = hevo()
+        .args([
+            "run",
+            "--json",
+            "--no-progress",
+            "--jobs",
+            "2",
+            "--finalize",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pick = doc["pick"]["name"].as_str().unwrap();
+    let pareto = &doc["pareto"];
+    assert_eq!(pareto["baseline"], "seed", "{pareto}");
+    assert_eq!(pareto["unit"], "tokens", "{pareto}");
+    let tiers: Vec<(&str, &str)> = pareto["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tier"].as_str().unwrap(),
+                t["candidate"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tiers,
+        [("lite", pick), ("medium", pick), ("heavy", pick)],
+        "{pareto}"
+    );
+    assert_eq!(
+        pareto["candidates"].as_array().unwrap().len(),
+        doc["candidates"].as_array().unwrap().len()
+    );
+    let t = &doc["test"][pick];
+    assert_eq!(
+        t["tiers"],
+        serde_json::json!(["lite", "medium", "heavy"]),
+        "{t}"
+    );
+    assert_eq!(t["cost_unit"], "tokens");
+    assert_eq!(t["cost_per_task"], 0.0);
+    assert!(t["time_per_task_ms"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["successes"].as_f64().unwrap() > 0.0, "{t}");
+    assert_eq!(t["cost_of_pass"], 0.0, "{t}");
+    // Every candidate has the analyzer's diagnosis beside it in the archive.
+    let archive = dir.join("runs/threshold/archive/candidates");
+    for e in std::fs::read_dir(&archive).unwrap() {
+        let d = e.unwrap().path().join("diagnosis.json");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&d).unwrap()).unwrap();
+        assert_eq!(v["producer"], "builtin", "{}", d.display());
+    }
+
+    // The text output of the same (resumed) run: one line per tier, and the test tiers.
+    let out = hevo()
+        .args(["run", "--no-progress", "--jobs", "2", "--finalize"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pareto tiers (floor: seed at"), "{text}");
+    for tier in ["lite", "medium", "heavy"] {
+        assert!(text.contains(&format!("  {tier:<6} {pick}")), "{text}");
+        assert!(
+            text.contains(&format!("tier {tier:<6} {pick}: pass")),
+            "{text}"
+        );
+    }
+}
