@@ -162,17 +162,20 @@ fn a_job_cancelled_from_outside_is_an_infra_fault_and_is_retried() {
     for _ in 0..600 {
         if marker.exists() {
             let out = Command::new("squeue")
-                .args(["-h", "-t", "RUNNING", "-o", "%i %Z"])
+                .args(["-h", "-t", "RUNNING", "-o", "%i %o"])
                 .output()
                 .unwrap();
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            // The one job still running is the sleeping first attempt.
-            if let Some(id) = text
-                .lines()
-                .filter(|l| l.contains(&*tmp.path().to_string_lossy()))
-                .map(|l| l.split_whitespace().next().unwrap().to_string())
-                .next()
-            {
+            // The sleeping first attempt is the running job whose spooled stdin is task v0's
+            // input (other trials may be running beside it).
+            let sleeping = text.lines().find_map(|l| {
+                let (id, script) = l.split_once(' ')?;
+                let stdin = Path::new(script.trim()).parent()?.join("stdin");
+                let input = std::fs::read_to_string(stdin).ok()?;
+                (input.trim() == "\"x0\"" && script.contains(&*dir.to_string_lossy()))
+                    .then(|| id.to_string())
+            });
+            if let Some(id) = sleeping {
                 std::thread::sleep(Duration::from_millis(500));
                 assert!(Command::new("scancel").arg(&id).status().unwrap().success());
                 cancelled = true;
