@@ -282,7 +282,8 @@ fn chart_candidates(run: &RunView) -> String {
 fn chart_pareto(run: &RunView) -> String {
     let p = pareto(run);
     let max_cost = p.points.iter().map(|x| x.2).fold(0.0, f64::max);
-    let x_max = if max_cost > 0.0 { max_cost * 1.05 } else { 1.0 };
+    let x_ticks = value_ticks(if max_cost > 0.0 { max_cost } else { 1.0 });
+    let x_max = x_ticks.last().map_or(1.0, |t| t.0);
     let f = Frame::new(0.0, x_max, 0.0, 1.0);
     let tiers = ["lite", "medium", "heavy"];
     let mut s = format!(
@@ -302,12 +303,7 @@ fn chart_pareto(run: &RunView) -> String {
         CHART_IDS[2],
         "estimate against cost per trial, with the Pareto front",
     );
-    s += &f.axes_with(
-        p.cost_label,
-        &value_ticks(x_max),
-        "estimate",
-        &score_ticks(),
-    );
+    s += &f.axes_with(p.cost_label, &x_ticks, "estimate", &score_ticks());
     let mut front: Vec<(f64, f64)> = p
         .points
         .iter()
@@ -342,12 +338,13 @@ fn chart_pareto(run: &RunView) -> String {
         let (x, y) = (f.x(cost), f.y(value));
         let _ = writeln!(
             s,
-            "<a href=\"#cand-{seq}\"><circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{}\" fill=\"{}\" stroke=\"#333\" stroke-width=\"{}\"><title>{}: {:.3} at {cost:.4} {}{}</title></circle></a>",
+            "<a href=\"#cand-{seq}\"><circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{}\" fill=\"{}\" stroke=\"#333\" stroke-width=\"{}\"><title>{}: {:.3} at {} {}{}</title></circle></a>",
             if picked.is_empty() { 4.5 } else { 6.5 },
             axis_color(&c.axis),
             if on_front { 1.5 } else { 0.0 },
             esc(&c.name),
             value,
+            cost_text(p.cost_label, cost),
             esc(p.cost_label),
             if picked.is_empty() { String::new() } else { format!(" ({} pick)", picked.join(", ")) }
         );
@@ -370,12 +367,22 @@ fn chart_pareto(run: &RunView) -> String {
             .map_or("", |c| c.name.as_str());
         let _ = writeln!(
             s,
-            "<tr><td>{tier}</td><td><a href=\"#cand-{seq}\">{}</a></td><td class=\"num\">{value:.3}</td><td class=\"num\">{cost:.4}</td></tr>",
-            esc(name)
+            "<tr><td>{tier}</td><td><a href=\"#cand-{seq}\">{}</a></td><td class=\"num\">{value:.3}</td><td class=\"num\">{}</td></tr>",
+            esc(name),
+            cost_text(p.cost_label, cost)
         );
     }
     s += "</table>\n";
     s
+}
+
+/// A cost per trial as text: whole tokens, or dollars to a hundredth of a cent.
+fn cost_text(label: &str, cost: f64) -> String {
+    if label.starts_with("tokens") {
+        format!("{cost:.0}")
+    } else {
+        format!("${cost:.4}")
+    }
 }
 
 fn spend_section(run: &RunView) -> String {

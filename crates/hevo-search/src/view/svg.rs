@@ -178,9 +178,19 @@ pub fn score_ticks() -> Vec<(f64, String)> {
         .collect()
 }
 
-/// About five round ticks from 0 to `max`, labelled as integers.
+/// About five round ticks from 0 to `max`, labelled as integers (counts).
 pub fn count_ticks(max: f64) -> Vec<(f64, String)> {
-    if max <= 0.0 {
+    round_ticks(max, 1.0)
+}
+
+/// About five round ticks (steps of 1, 2 or 5 times a power of ten) from 0 to the first
+/// tick at or above `max`, labelled with as many decimals as the step needs.
+pub fn value_ticks(max: f64) -> Vec<(f64, String)> {
+    round_ticks(max, 0.0)
+}
+
+fn round_ticks(max: f64, min_step: f64) -> Vec<(f64, String)> {
+    if max <= 0.0 || !max.is_finite() {
         return vec![(0.0, "0".into())];
     }
     let raw = max / 5.0;
@@ -190,31 +200,17 @@ pub fn count_ticks(max: f64) -> Vec<(f64, String)> {
         .map(|m| m * mag)
         .find(|s| *s >= raw)
         .unwrap_or(10.0 * mag)
-        .max(1.0);
+        .max(min_step);
+    let digits = (-step.log10().floor()).max(0.0) as usize;
     let mut out = Vec::new();
-    let mut v: f64 = 0.0;
-    loop {
-        out.push((v, format!("{v:.0}")));
-        if v >= max - 1e-9 {
-            return out;
+    for i in 0.. {
+        let v = step * i as f64;
+        out.push((v, format!("{v:.digits$}")));
+        if v >= max - 1e-12 {
+            break;
         }
-        v += step;
     }
-}
-
-/// Five evenly spaced ticks from 0 to `max`, labelled with enough digits to tell apart.
-pub fn value_ticks(max: f64) -> Vec<(f64, String)> {
-    let digits = if max >= 10.0 {
-        0
-    } else {
-        (2.0 - max.log10().floor()).clamp(0.0, 8.0) as usize
-    };
-    (0..=4)
-        .map(|i| {
-            let v = max * i as f64 / 4.0;
-            (v, format!("{v:.digits$}"))
-        })
-        .collect()
+    out
 }
 
 #[cfg(test)]
@@ -234,5 +230,9 @@ mod tests {
         let t: Vec<f64> = count_ticks(230.0).into_iter().map(|(v, _)| v).collect();
         assert_eq!(t, vec![0.0, 50.0, 100.0, 150.0, 200.0, 250.0]);
         assert_eq!(count_ticks(3.0).len(), 4);
+        let v: Vec<String> = value_ticks(0.0031).into_iter().map(|(_, l)| l).collect();
+        assert_eq!(v, ["0.000", "0.001", "0.002", "0.003", "0.004"]);
+        let v: Vec<String> = value_ticks(302.0).into_iter().map(|(_, l)| l).collect();
+        assert_eq!(v, ["0", "100", "200", "300", "400"]);
     }
 }
