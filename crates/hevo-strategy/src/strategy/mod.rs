@@ -125,7 +125,7 @@ pub trait Strategy {
 pub enum PiMethod {
     /// Seeded Monte Carlo simulation of the draw (the paper; default 4,000 draws).
     MonteCarlo(usize),
-    /// Exact numerical integration ([`successive_inclusion_exact`]).
+    /// Exact numerical integration ([`hevo_stats::design::successive_inclusion_exact`]).
     Exact,
 }
 
