@@ -428,6 +428,112 @@ class FewShotTest(HarnessTestBase):
         self.assertEqual(out["answer"], "sports")
 
 
+def flat_behaviour(body: dict) -> dict:
+    """A model that gives fresh 0.6 and rotten 0.4 whatever the prompt."""
+    top = [{"token": "fresh", "logprob": math.log(0.6)}, {"token": "rotten", "logprob": math.log(0.4)}]
+    return {"choices": [{"message": {"role": "assistant", "content": "fresh"},
+                         "logprobs": {"content": [{"token": "fresh", "logprob": top[0]["logprob"],
+                                                   "top_logprobs": top}]}}]}
+
+
+MEMORY_TRAIN = [
+    {"id": "r1", "input": {"text": "a fine warm funny film", "group": "rev"}, "expected": "fresh"},
+    {"id": "r2", "input": {"text": "a dull tedious film", "group": "rev"}, "expected": "rotten"},
+    {"id": "r3", "input": {"text": "dull and tedious, a mess", "group": "rev"}, "expected": "rotten"},
+    {"id": "r4", "input": {"text": "fine acting, a warm story", "group": "rev"}, "expected": "fresh"},
+]
+
+
+def memory_section(path: Path) -> str:
+    text = path.read_text()
+    start = text.index("# " + "-" * 77 + " memory")
+    return text[start:text.index("# " + "-" * 77 + " entry points")]
+
+
+class MemoryTest(HarnessTestBase):
+    """memory = bayes: a memory of the train split, built by prepare, multiplies the model's
+    label probabilities."""
+
+    def test_the_memory_code_is_the_same_in_both_harnesses(self):
+        self.assertEqual(memory_section(ZERO / "harness.py"), memory_section(FEW / "harness.py"))
+
+    def test_prepare_writes_the_memory(self):
+        for h in (ZERO, FEW):
+            state = self.prepare(h, train=MEMORY_TRAIN)
+            mem = json.loads((state / "memory.json").read_text())
+            self.assertEqual(mem["rev"]["counts"]["rotten"]["tedious"], 2)
+            self.assertEqual(mem["rev"]["counts"]["fresh"]["film"], 1)
+            self.assertIn("mess", mem["rev"]["vocab"])
+
+    def test_the_memory_overrules_a_flat_model(self):
+        self.server.behaviour = flat_behaviour
+        for h in (ZERO, FEW):
+            state = self.prepare(h, train=MEMORY_TRAIN)
+            inp = {"text": "so dull, so tedious", "group": "rev"}
+            plain = self.trial(h, state, inp, {"memory": "none", "shots": 0})
+            self.assertEqual(plain["answer"], "fresh")
+            self.assertNotIn("model_scores", plain)
+            out = self.trial(h, state, inp, {"memory": "bayes", "shots": 0})
+            self.assertEqual(out["answer"], "rotten", h.name)
+            self.assertAlmostEqual(out["model_scores"]["fresh"], 0.6, places=5)
+            self.assertGreater(out["scores"]["rotten"], 0.5)
+            # with generated answers too: the model says "fresh", the memory outweighs it
+            out = self.trial(h, state, inp, {"memory": "bayes", "shots": 0, "scoring": "generate"})
+            self.assertTrue(out["parsed"])
+            self.assertEqual(out["answer"], "rotten", h.name)
+            # a text the memory knows nothing of leaves the model's answer
+            out = self.trial(h, state, {"text": "zzz qqq", "group": "rev"},
+                             {"memory": "bayes", "shots": 0})
+            self.assertEqual(out["answer"], "fresh")
+
+    def test_memory_without_prepare_exits_2(self):
+        state = self.prepare(ZERO, train=MEMORY_TRAIN)
+        (state / "memory.json").unlink()
+        res = self.trial(ZERO, state, {"text": "dull", "group": "rev"}, {"memory": "bayes"},
+                         expect_rc=2)
+        self.assertIn("memory.json", res.stderr)
+
+    def test_unknown_memory_exits_2(self):
+        state = self.prepare(ZERO, train=MEMORY_TRAIN)
+        res = self.trial(ZERO, state, {"text": "dull", "group": "rev"}, {"memory": "oracle"},
+                         expect_rc=2)
+        self.assertIn("unknown memory", res.stderr)
+
+
+class MemoryUnitTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.h = load(ZERO / "harness.py", "zero_shot_harness_mem")
+        items = [{"text": t["input"]["text"], "label": t["expected"], "group": "rev"}
+                 for t in MEMORY_TRAIN]
+        cls.mem = cls.h.build_memory(items)
+
+    def test_bayes_favours_the_label_whose_texts_share_the_words(self):
+        p = self.h.memory_probs(self.mem, "bayes", "warm and fine", "rev", ["fresh", "rotten"])
+        self.assertGreater(p["fresh"], p["rotten"])
+        self.assertAlmostEqual(sum(p.values()), 1.0)
+        # fresh texts hold 10 word occurrences, rotten 9, the vocabulary 11 words: "warm" and
+        # "fine" occur in two fresh texts and no rotten one, "and" in one rotten text
+        odds = ((3 / 21) ** 2 * (1 / 21)) / ((1 / 20) ** 2 * (2 / 20))
+        self.assertAlmostEqual(p["fresh"] / p["rotten"], odds, places=6)
+
+    def test_a_text_of_unknown_words_is_uniform(self):
+        p = self.h.memory_probs(self.mem, "bayes", "zzz qqq", "rev", ["fresh", "rotten"])
+        self.assertEqual(p, {"fresh": 0.5, "rotten": 0.5})
+
+    def test_a_generated_answer_as_a_distribution(self):
+        got = self.h.generated_probs("b", ["a", "b", "c"])
+        for lab, want in {"a": 0.1, "b": 0.8, "c": 0.1}.items():
+            self.assertAlmostEqual(got[lab], want)
+        self.assertEqual(self.h.generated_probs(None, ["a", "b"]), {"a": 0.5, "b": 0.5})
+
+    def test_none_and_unknown_groups_are_uniform(self):
+        self.assertEqual(self.h.memory_probs(self.mem, "none", "dull", "rev", ["a", "b"]),
+                         {"a": 0.5, "b": 0.5})
+        self.assertEqual(self.h.memory_probs(self.mem, "bayes", "dull", "other", ["a", "b"]),
+                         {"a": 0.5, "b": 0.5})
+
+
 class RetrievalUnitTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -52,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 
 #: Used when harness.toml cannot be read; harness.toml's defaults win otherwise.
 DEFAULTS = {"shots": 2, "retrieval": "tfidf", "template": "plain", "scoring": "logprob",
-            "prefill": False, "calibrate": False}
+            "prefill": False, "calibrate": False, "memory": "none"}
 
 #: Content-free inputs for calibration; their label probabilities are averaged.
 CONTENT_FREE = ["N/A"]
@@ -122,6 +122,8 @@ def load_params() -> dict:
         raise HarnessError(f"unknown template {params['template']!r}; one of {list(TEMPLATES)}", 2)
     if params["scoring"] not in SCORINGS:
         raise HarnessError(f"unknown scoring {params['scoring']!r}; one of {list(SCORINGS)}", 2)
+    if params["memory"] not in MEMORIES:
+        raise HarnessError(f"unknown memory {params['memory']!r}; one of {list(MEMORIES)}", 2)
     if params["retrieval"] not in RETRIEVALS:
         raise HarnessError(f"unknown retrieval {params['retrieval']!r}; one of {list(RETRIEVALS)}", 2)
     try:
@@ -343,6 +345,70 @@ def content_free_probs(template: str, labels: list[str], demos: list[dict], pref
     return avg
 
 
+# ----------------------------------------------------------------------------- memory
+# This block is the same in zero-shot/harness.py and few-shot/harness.py (test_harnesses.py
+# checks it): a harness directory is copied whole into every candidate, so the two seeds
+# cannot share a module.
+
+#: memory = none: the model alone. bayes: naive Bayes over the words of the group's train
+#: texts, which `prepare` counts (memory.json); its label distribution multiplies the
+#: model's.
+MEMORIES = ("none", "bayes")
+
+#: Add-one smoothing of the word counts.
+BAYES_ALPHA = 1.0
+
+#: With scoring = generate, the model's answer as a distribution: this much on the label it
+#: named, the rest spread over the others (uniform when it named none).
+GENERATED_WEIGHT = 0.8
+
+
+def memory_words(text: str) -> list[str]:
+    """The distinct lower-cased words of a text, sorted."""
+    return sorted(set(re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())))
+
+
+def build_memory(items: list[dict]) -> dict:
+    """Per group: in how many train texts of each label every word occurs, and the
+    group's vocabulary size."""
+    groups: dict[str, dict] = {}
+    for it in items:
+        g = groups.setdefault(it["group"], {"counts": {}, "vocab": []})
+        counts = g["counts"].setdefault(it["label"], {})
+        for w in memory_words(it["text"]):
+            counts[w] = counts.get(w, 0) + 1
+    for g in groups.values():
+        g["vocab"] = sorted(set().union(*(set(c) for c in g["counts"].values())))
+    return groups
+
+
+def memory_probs(memory: dict, kind: str, text: str, group: str | None,
+                 labels: list[str]) -> dict[str, float]:
+    """The memory's distribution over `labels` for `text`: uniform for memory = none, a
+    group it has not seen, or a text with no word it knows."""
+    g = memory.get(group or "")
+    if kind == "none" or not g:
+        return {lab: 1.0 / len(labels) for lab in labels}
+    vocab = set(g["vocab"])
+    ws = [w for w in memory_words(text) if w in vocab]
+    logp = {}
+    for lab in labels:
+        counts = g["counts"].get(lab, {})
+        total = sum(counts.values())
+        logp[lab] = sum(math.log((counts.get(w, 0) + BAYES_ALPHA) /
+                                 (total + BAYES_ALPHA * len(vocab))) for w in ws)
+    top = max(logp.values())
+    return normalize({lab: math.exp(v - top) for lab, v in logp.items()})
+
+
+def generated_probs(parsed: str | None, labels: list[str]) -> dict[str, float]:
+    """A generated answer as a distribution over `labels` (see GENERATED_WEIGHT)."""
+    if parsed is None or len(labels) < 2:
+        return {lab: 1.0 / len(labels) for lab in labels}
+    rest = (1 - GENERATED_WEIGHT) / (len(labels) - 1)
+    return {lab: GENERATED_WEIGHT if lab == parsed else rest for lab in labels}
+
+
 # ----------------------------------------------------------------------------- entry points
 def group_labels(state: Path, group: str | None) -> list[str]:
     info = read_json(state / "labels.json", None)
@@ -378,6 +444,7 @@ def prepare() -> int:
     }
     Path("labels.json").write_text(json.dumps(labels, indent=1, sort_keys=True))
     Path("train.json").write_text(json.dumps(items, ensure_ascii=False))
+    Path("memory.json").write_text(json.dumps(build_memory(items), ensure_ascii=False))
     log(f"prepare: {n} train tasks, groups {labels['groups']}")
     params = load_params()
     # Without shots the calibration prompt does not depend on the input: compute it once here.
@@ -412,11 +479,20 @@ def trial() -> int:
     demos = retrieve(text, pool, params["shots"], params["retrieval"])
     messages = build_messages(params["template"], text, labels, demos, params["prefill"])
     out: dict = {}
+    mem = {lab: 1.0 for lab in labels}
+    if params["memory"] != "none":
+        memory = read_json(state / "memory.json", None)
+        if memory is None:
+            raise HarnessError(f"no memory.json in {state}: was prepare run?", 2)
+        mem = memory_probs(memory, params["memory"], text, task.get("group"), labels)
     if params["scoring"] == "logprob":
         probs = normalize(label_probs(messages, labels))
         if params["calibrate"]:
             cf = content_free_probs(params["template"], labels, demos, params["prefill"], state)
             probs = normalize({lab: probs[lab] / max(cf.get(lab, 0.0), 1e-12) for lab in labels})
+        if params["memory"] != "none":
+            out["model_scores"] = {k: round(v, 6) for k, v in probs.items()}
+            probs = normalize({lab: probs[lab] * mem[lab] for lab in labels})
         answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
         out["scores"] = {k: round(v, 6) for k, v in probs.items()}
     else:
@@ -427,6 +503,11 @@ def trial() -> int:
             raise HarnessError("the endpoint returned no message content")
         parsed = parse_label(generated, labels)
         answer = parsed if parsed is not None else labels[0]
+        if params["memory"] != "none":
+            probs = normalize({lab: p * mem[lab]
+                               for lab, p in generated_probs(parsed, labels).items()})
+            answer = max(labels, key=lambda lab: (probs[lab], -labels.index(lab)))
+            out["scores"] = {k: round(v, 6) for k, v in probs.items()}
         out["generated"] = generated[:200]
         out["parsed"] = parsed is not None
     out["shots"] = [d["id"] for d in demos]

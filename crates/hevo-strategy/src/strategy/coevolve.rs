@@ -17,6 +17,10 @@ pub(crate) struct Coevolve {
 }
 
 impl Strategy for Coevolve {
+    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
+        self.core.design.get(c).map_or(&[], Vec::as_slice)
+    }
+
     fn estimates(&self) -> &[Estimate] {
         &self.core.estimates
     }
@@ -96,6 +100,13 @@ impl Strategy for Coevolve {
         }
         for (k, &c) in candidates.iter().enumerate() {
             core.estimates[c] = combine_strata(&parts[k]);
+            let mut design: Vec<(usize, f64)> = Vec::new();
+            for (g, m) in core.strata.members.iter().enumerate() {
+                let (s, pi) = &per_stratum[g];
+                design.extend(s.iter().map(|&i| (m[i], pi[i])));
+            }
+            design.sort_by_key(|&(t, _)| t);
+            core.design[c] = design;
         }
     }
     fn finish(&mut self, _oracle: &mut dyn Oracle) -> Outcome {

@@ -21,6 +21,9 @@ pub(crate) struct Core {
     pub(crate) obs: Vec<Vec<Option<f64>>>,
     pub(crate) stats: TaskStats,
     pub(crate) estimates: Vec<Estimate>,
+    /// Per candidate: the tasks behind its current estimate, each with its inclusion
+    /// probability under the strategy's design (1 for a task every candidate gets).
+    pub(crate) design: Vec<Vec<(usize, f64)>>,
     pub(crate) phase0: Vec<CandidateId>,
     /// Sum and count of the observed costs of each task.
     pub(crate) cost_sum: Vec<f64>,
@@ -40,6 +43,7 @@ impl Core {
             obs: Vec::new(),
             stats: TaskStats::new(n_tasks),
             estimates: Vec::new(),
+            design: Vec::new(),
             phase0: Vec::new(),
             cost_sum: vec![0.0; n_tasks],
             cost_n: vec![0; n_tasks],
@@ -52,6 +56,7 @@ impl Core {
             self.obs.push(vec![None; self.n_tasks]);
             self.estimates
                 .push(Estimate::normal(f64::NAN, f64::INFINITY, 0.0, 1.0));
+            self.design.push(Vec::new());
         }
     }
 
@@ -156,13 +161,39 @@ impl Core {
         let cells = self.all_cells(seeds);
         self.observe(oracle, &cells);
         for &c in seeds {
-            self.estimates[c] = Estimate::exact(self.full_score(c));
+            self.set_exact(c);
         }
         self.phase0.extend_from_slice(seeds);
     }
 
     pub(crate) fn sizes(&self) -> Vec<usize> {
         self.strata.sizes(self.rho)
+    }
+
+    /// Sets `c`'s estimate to its exact full-set score (every task observed); its design is
+    /// every task with probability 1.
+    pub(crate) fn set_exact(&mut self, c: CandidateId) {
+        self.estimates[c] = Estimate::exact(self.full_score(c));
+        self.design[c] = (0..self.n_tasks).map(|t| (t, 1.0)).collect();
+    }
+
+    /// Sets `c`'s estimate to its raw subset mean over `tasks` ([`Core::raw_score`]); its
+    /// design treats the subset as a uniform draw within each stratum
+    /// (`pi_t = |S_g| / N_g`).
+    pub(crate) fn set_raw(&mut self, c: CandidateId, tasks: &[usize]) {
+        self.estimates[c] = self.raw_score(c, tasks);
+        let mut design = Vec::with_capacity(tasks.len());
+        for m in &self.strata.members {
+            let in_g: Vec<usize> = tasks
+                .iter()
+                .copied()
+                .filter(|t| m.binary_search(t).is_ok())
+                .collect();
+            let pi = in_g.len() as f64 / m.len() as f64;
+            design.extend(in_g.into_iter().map(|t| (t, pi)));
+        }
+        design.sort_by_key(|&(t, _)| t);
+        self.design[c] = design;
     }
 
     /// Raw stratified subset mean of `c` over `tasks` (all observed): the average of the

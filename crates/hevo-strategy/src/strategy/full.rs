@@ -11,6 +11,10 @@ pub(crate) struct Full {
 }
 
 impl Strategy for Full {
+    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
+        self.core.design.get(c).map_or(&[], Vec::as_slice)
+    }
+
     fn estimates(&self) -> &[Estimate] {
         &self.core.estimates
     }

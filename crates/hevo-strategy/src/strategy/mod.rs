@@ -118,6 +118,10 @@ pub trait Strategy {
     /// The current estimate of every candidate seen so far (indexed by [`CandidateId`]);
     /// the live search shows these to the proposer after each iteration.
     fn estimates(&self) -> &[Estimate];
+    /// The design behind `c`'s current estimate: each task it rests on with its inclusion
+    /// probability (1 for a task every candidate gets); empty for an estimate that rests on
+    /// no task of its own (e.g. a prior). The live search stores it (`draws`).
+    fn design(&self, c: CandidateId) -> &[(usize, f64)];
 }
 
 /// How inclusion probabilities of successive sampling are obtained.

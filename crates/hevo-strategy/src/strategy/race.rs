@@ -143,7 +143,7 @@ impl Race {
                 continue;
             }
             if self.core.fully_observed(c) {
-                self.core.estimates[c] = Estimate::exact(self.core.full_score(c));
+                self.core.set_exact(c);
                 continue;
             }
             let Some(r) = self.racers[c].as_ref() else {
@@ -173,6 +173,12 @@ impl Race {
                 })
                 .collect();
             self.core.estimates[c] = combine_strata(&parts);
+            let mut design: Vec<(usize, f64)> = Vec::new();
+            for (g, m) in self.core.strata.members.iter().enumerate() {
+                design.extend(r.sample[g].iter().map(|&i| (m[i], r.pi[g][i])));
+            }
+            design.sort_by_key(|&(t, _)| t);
+            self.core.design[c] = design;
         }
     }
 
@@ -227,6 +233,10 @@ impl Race {
 }
 
 impl Strategy for Race {
+    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
+        self.core.design.get(c).map_or(&[], Vec::as_slice)
+    }
+
     fn estimates(&self) -> &[Estimate] {
         &self.core.estimates
     }

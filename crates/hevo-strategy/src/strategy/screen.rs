@@ -15,6 +15,10 @@ pub(crate) struct Screen {
 }
 
 impl Strategy for Screen {
+    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
+        self.core.design.get(c).map_or(&[], Vec::as_slice)
+    }
+
     fn estimates(&self) -> &[Estimate] {
         &self.core.estimates
     }
@@ -42,13 +46,13 @@ impl Strategy for Screen {
             if sc > si {
                 let cells = self.core.all_cells(&[c]);
                 self.core.observe(oracle, &cells);
-                self.core.estimates[c] = Estimate::exact(self.core.full_score(c));
+                self.core.set_exact(c);
                 self.full.push(c);
                 if self.core.estimates[c].value > self.core.estimates[inc].value {
                     self.incumbent = Some(c);
                 }
             } else {
-                self.core.estimates[c] = self.core.raw_score(c, &mb);
+                self.core.set_raw(c, &mb);
             }
         }
     }

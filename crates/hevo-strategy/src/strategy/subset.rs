@@ -25,6 +25,10 @@ impl Subset {
 }
 
 impl Strategy for Subset {
+    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
+        self.core.design.get(c).map_or(&[], Vec::as_slice)
+    }
+
     fn estimates(&self) -> &[Estimate] {
         &self.core.estimates
     }
@@ -37,7 +41,7 @@ impl Strategy for Subset {
         // Phase-0 harnesses are scored the same way as the others (SPEC section 5).
         let s = self.subset();
         for &c in seeds {
-            self.core.estimates[c] = self.core.raw_score(c, &s);
+            self.core.set_raw(c, &s);
         }
     }
     fn iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
@@ -48,7 +52,7 @@ impl Strategy for Subset {
             .collect();
         self.core.observe(oracle, &cells);
         for &c in candidates {
-            self.core.estimates[c] = self.core.raw_score(c, &s);
+            self.core.set_raw(c, &s);
         }
     }
     fn finish(&mut self, _oracle: &mut dyn Oracle) -> Outcome {
