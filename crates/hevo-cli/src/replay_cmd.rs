@@ -39,9 +39,19 @@ pub struct Args {
     /// Ability spread (logits) of the synthetic candidates; 0.2 = near-identical variants.
     #[arg(long, default_value_t = 0.2)]
     pub ability_spread: f64,
-    /// Seed of the synthetic matrix.
+    /// Seed of the synthetic matrix (and of the attempts drawn by --attempts).
     #[arg(long, default_value_t = 1)]
     pub synth_seed: u64,
+    /// Give the synthetic matrix per-cell costs: log-normal per-task costs with this
+    /// log-sd (1.0 = heavy-tailed), correlated 0.5 with task difficulty (hard tasks cost
+    /// more), times a log-normal per-candidate multiplier (log-sd 0.5).
+    #[arg(long, value_name = "LOG_SD", requires = "synth")]
+    pub synth_cost: Option<f64>,
+    /// Read MATRIX as `candidate,task,pass_at_1` (a `.extra.csv`) and turn every candidate
+    /// into K attempts with Bernoulli(pass_at_1) outcomes (seeded by --synth-seed): attempts
+    /// of one candidate differ only by noise, as children of one parent do in a live search.
+    #[arg(long, value_name = "K", conflicts_with = "synth")]
+    pub attempts: Option<usize>,
     /// Strategy to replay: full, fixed, resample, coevolve, screen, race, default, or all.
     #[arg(long, default_value = "all")]
     pub strategy: String,
@@ -132,8 +142,24 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         return Err(user("--seeds must be at least 1".into()));
     }
     let kinds = strategies(&args)?;
+    if let Some(sd) = args.synth_cost {
+        if !(sd.is_finite() && sd >= 0.0) {
+            return Err(user(format!("--synth-cost {sd} must be a log-sd >= 0")));
+        }
+    }
     let matrix = match (&args.synth, &args.matrix) {
-        (Some(spec), _) => synth_matrix(spec, args.ability_spread, args.synth_seed)?,
+        (Some(spec), _) => synth_matrix(spec, &args)?,
+        (None, Some(path)) if args.attempts.is_some() => {
+            let k = args.attempts.unwrap_or(1);
+            if k == 0 {
+                return Err(user("--attempts must be at least 1".into()));
+            }
+            if args.cost.is_some() {
+                return Err(user("--cost cannot be combined with --attempts".into()));
+            }
+            Matrix::from_attempts(path, k, args.synth_seed)
+                .map_err(|e| CliError::User(anyhow!(e)))?
+        }
         (None, Some(path)) => {
             Matrix::from_csv(path, args.cost.as_deref()).map_err(|e| CliError::User(anyhow!(e)))?
         }
@@ -164,7 +190,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
 }
 
 /// A seeded synthetic Rasch matrix (`hevo_stats::synth`, near-identical candidates).
-fn synth_matrix(spec: &str, spread: f64, seed: u64) -> Result<Matrix, CliError> {
+fn synth_matrix(spec: &str, args: &Args) -> Result<Matrix, CliError> {
     let bad = || {
         user(format!(
             "--synth `{spec}`: expected CANDIDATESxTASKS, e.g. 60x200"
@@ -178,12 +204,15 @@ fn synth_matrix(spec: &str, spread: f64, seed: u64) -> Result<Matrix, CliError> 
             "--synth needs at least 3 candidates and 2 tasks".into(),
         ));
     }
+    let cost = args.synth_cost.unwrap_or(0.0);
     let params = hevo_stats::synth::SynthParams {
-        ability_spread: spread,
+        ability_spread: args.ability_spread,
+        cost_log_sd: cost,
+        candidate_cost_log_sd: if cost > 0.0 { 0.5 } else { 0.0 },
+        cost_difficulty_corr: if cost > 0.0 { 0.5 } else { 0.0 },
         ..hevo_stats::synth::SynthParams::near_identical()
     };
-    let m = hevo_stats::synth::rasch_matrix(c, t, &params, seed);
-    Ok(Matrix::from_outcomes(m.outcomes))
+    Ok(Matrix::synthetic(c, t, &params, args.synth_seed))
 }
 
 /// Runs `hevo replay` (entry point used by `main`).

@@ -79,10 +79,21 @@ fn json_has_strategies_and_oracle_test() {
     assert!(names.iter().any(|n| n.starts_with("coevolve/residual")));
     assert!(names.iter().any(|n| n.starts_with("coevolve/auto")));
     for r in rows {
-        for k in ["rank", "val", "test", "spearman", "evals_share"] {
+        for k in [
+            "rank",
+            "val",
+            "test",
+            "spearman",
+            "evals_share",
+            "pick_coverage",
+            "field_coverage",
+            "pick_width",
+        ] {
             assert!(r[k].is_number(), "{k} in {r}");
         }
         assert!(r.get("cost_share").is_some());
+        assert!(r["cost_usd"].is_null(), "no costs given: {r}");
+        assert!(r["honest"].is_boolean());
     }
     assert!(doc["oracle_test"].is_number());
     let co: Vec<&serde_json::Value> = rows
@@ -124,4 +135,84 @@ fn table_prints_the_caveat_and_costs() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cannot show overfitting"), "{text}");
     assert!(text.contains("coevolve/residual"), "{text}");
+}
+
+#[test]
+fn synthetic_costs_and_attempts_reach_the_json() {
+    let out = hevo()
+        .args([
+            "replay",
+            "--synth",
+            "12x40",
+            "--synth-cost",
+            "1.0",
+            "--seeds",
+            "2",
+            "--json",
+            "--strategy",
+            "default",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &doc["strategies"][0];
+    assert!(row["cost_share"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["cost_usd"].as_f64().unwrap() > 0.0, "{row}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = String::from("candidate,task,pass_at_1\n");
+    for c in 0..3 {
+        for t in 0..20 {
+            s.push_str(&format!("m{c},t{t},{}\n", 0.1 * ((c + t) % 10) as f64));
+        }
+    }
+    let p = write(&dir, "m.extra.csv", &s);
+    let out = hevo()
+        .args(["replay", "--attempts", "4", "--seeds", "2", "--json"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["candidates"], 12);
+    // --attempts 0 and a file without pass_at_1 are user errors.
+    let out = hevo()
+        .args(["replay", "--attempts", "0"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let q = write(&dir, "plain.csv", &complete(4, 6));
+    let out = hevo()
+        .args(["replay", "--attempts", "2"])
+        .arg(&q)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass_at_1"));
+}
+
+#[test]
+fn the_table_flags_intervals_below_the_target() {
+    // Near-identical candidates on few tasks: the paper's intervals miss the target.
+    let out = hevo()
+        .args([
+            "replay",
+            "--synth",
+            "30x60",
+            "--ability-spread",
+            "0.1",
+            "--seeds",
+            "6",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pick-cov") && text.contains("field-cov"),
+        "{text}"
+    );
+    assert!(text.contains("below the 93% coverage target"), "{text}");
 }

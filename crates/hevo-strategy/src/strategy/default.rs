@@ -1,13 +1,16 @@
 //! `default`'s end of run: verify the finalists on every task, then pick on exact scores.
 //!
 //! Racing (half of the budget, [`Race::iteration`]) leaves every candidate with a paired,
-//! cheap estimate; most are dropped early. The other half verifies: the candidates that can
+//! cheap estimate; most are dropped early. When the rest affords at least [`VERIFY_MIN`]
+//! full evaluations, it verifies: the candidates that can
 //! still beat the best exactly known score are evaluated on the rest of the val set, best
 //! estimate first, while the budget lasts (when a full evaluation no longer fits, the next
 //! finalist gets one more racing batch instead). The pick is the best exactly known
 //! candidate, as in GEPA's screen, unless a sampled candidate's selection-adjusted interval
 //! lies entirely above it. Exact scores are what wins on near-identical candidates, where
 //! estimates from a sample rank noise; cheap early drops are what wins on separable ones.
+//! With less budget (a small rho or few candidates) one full evaluation would eat most of
+//! it, so the rest only plays off and the pick is the best estimate.
 
 use hevo_stats::estimate::Estimate;
 
@@ -16,6 +19,10 @@ use super::{argmax, CandidateId, Oracle, Outcome};
 
 /// How many finalists get one more batch per round when a full evaluation does not fit.
 const PLAYOFF_K: usize = 3;
+
+/// Verify only if the rest of the budget affords this many full evaluations (as many as the
+/// playoff extends per round); otherwise play off and pick the best estimate.
+const VERIFY_MIN: usize = PLAYOFF_K;
 
 impl Race {
     /// The finalists still able to beat the best exactly known score, best estimate first.
@@ -40,6 +47,10 @@ impl Race {
     /// Spends the rest of the budget on the finalists and picks (see the module docs).
     pub(super) fn verify(&mut self, oracle: &mut dyn Oracle) -> Outcome {
         self.reestimate();
+        // Verification pays only when the budget can settle several finalists exactly; with
+        // less (a small rho or few candidates) the playoff alone narrows the field cheaper.
+        let full = self.charge(&self.core.all_cells(&[0]));
+        let verifying = self.budget.remaining() >= VERIFY_MIN * full.max(1);
         while self.budget.remaining() > 0 {
             let order = self.finalists();
             let Some(&c) = order.first() else { break };
@@ -48,7 +59,7 @@ impl Race {
                 .into_iter()
                 .filter(|&(c, t)| self.core.obs[c][t].is_none())
                 .collect();
-            if self.budget.try_spend(self.charge(&rest)) {
+            if verifying && self.budget.try_spend(self.charge(&rest)) {
                 self.core.observe(oracle, &rest);
             } else {
                 // A full evaluation does not fit: one more batch for each of the top
@@ -57,7 +68,8 @@ impl Race {
                 for &c in order.iter().take(PLAYOFF_K) {
                     let level = self.racers[c].as_ref().map_or(1.0, |r| r.level) + 1.0;
                     let cells = self.cells_for(c, level, None);
-                    if !cells.is_empty() && self.budget.try_spend(self.charge(&cells)) {
+                    // A level that adds no task is still a step: the next one may.
+                    if self.budget.try_spend(self.charge(&cells)) {
                         self.core.observe(oracle, &cells);
                         self.set_level(c, level);
                         spent = true;
@@ -70,7 +82,11 @@ impl Race {
             self.reestimate();
         }
         self.reestimate();
-        let pick = self.pick();
+        let pick = if verifying {
+            self.pick()
+        } else {
+            argmax(&self.core.estimates)
+        };
         Outcome::new(self.core.estimates.clone(), pick)
     }
 

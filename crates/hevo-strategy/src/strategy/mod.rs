@@ -32,11 +32,12 @@
 //! later candidate's first batch in reserve). A first batch that does not fit paired with
 //! a sampled incumbent is screened against the best exactly known candidate instead; a
 //! candidate still without a trial may draw on the verification share, so none is left
-//! unevaluated. The rest verifies (`default.rs`): the candidates whose interval still
-//! reaches the best exactly known score are evaluated on the rest of the val set, best
-//! estimate first; when that no longer fits, the top 3 get one more batch per round. The
-//! pick is the best exactly known candidate unless a sampled one beats it by 1.5 standard
-//! errors. Sampled candidates are re-estimated by Rasch-GREG
+//! unevaluated. The rest verifies (`default.rs`) when it affords at least 3 full
+//! evaluations: the candidates whose interval still reaches the best exactly known score
+//! are evaluated on the rest of the val set, best estimate first; when that no longer fits,
+//! the top 3 get one more batch per round, and the pick is the best exactly known candidate
+//! unless a sampled one beats it by 1.5 standard errors. With less budget it only plays off
+//! (the top 3 get one more batch per round) and picks the best estimate. Sampled candidates are re-estimated by Rasch-GREG
 //! ([`hevo_stats::estimate::greg_poisson`]); the pick's printed interval is
 //! [`Outcome::pick_interval`] (selection-adjusted).
 
@@ -128,7 +129,7 @@ pub trait Strategy {
 pub enum PiMethod {
     /// Seeded Monte Carlo simulation of the draw (the paper; default 4,000 draws).
     MonteCarlo(usize),
-    /// Exact numerical integration ([`successive_inclusion_exact`]).
+    /// Exact numerical integration ([`hevo_stats::design::successive_inclusion_exact`]).
     Exact,
 }
 
