@@ -82,6 +82,10 @@ pub struct FinalizeArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also evaluate the frontier (the best few candidates) on test, not only the pick, the
+    /// seeds and the pareto tiers.
+    #[arg(long)]
+    pub frontier: bool,
 }
 
 fn user(msg: impl std::fmt::Display) -> CliError {
@@ -267,6 +271,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
             model_access: model.access(),
             launcher,
             cancel: cancel.clone(),
+            frontier: false,
         };
         Some(finalize(&run_dir, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?)
     } else {
@@ -352,7 +357,29 @@ fn print_run(
     if let Some(f) = finalized {
         text += &finalize_table(f);
     }
+    text += &what_next(report);
     write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))
+}
+
+/// What a newcomer needs after a run: where it lives, how to look at it and resume, how to
+/// bring their own harness and a real API model.
+fn what_next(report: &SearchReport) -> String {
+    let run = report.run_dir.display();
+    format!(
+        "\nwhat next:\n\
+         \x20 this run    {run} (hevo.db: every trial; archive/: each candidate's code, params, \
+         scores and traces; test/: the test split)\n\
+         \x20 look at it  hevo report {run}   (an HTML page), hevo status {run}, \
+         hevo show {run} {pick}\n\
+         \x20 resume      run the same command again: finished trials are reused; \
+         --iterations N searches further\n\
+         \x20 your own    a directory with harness.toml and a program that reads a task on \
+         stdin and prints {{\"answer\": ...}} (docs/harness-protocol.md); list it under \
+         `seeds` in a hevo.toml (docs/config.md)\n\
+         \x20 a real API  add a [[model.backends]] of kind openai or anthropic with \
+         api_key_env, and a [budget] max_usd (docs/models.md)\n",
+        pick = report.pick.name
+    )
 }
 
 /// A cost in its unit: dollars to 6 decimals, tokens to 1.
@@ -506,6 +533,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         model_access: model.access(),
         launcher: executor_launcher(&config, &args.run)?,
         cancel: cancel.clone(),
+        frontier: args.frontier,
     };
     let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?;
     let usage = model.usage();

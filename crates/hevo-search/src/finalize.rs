@@ -136,6 +136,9 @@ pub struct FinalizeOptions {
     pub launcher: Arc<dyn Launcher>,
     /// The process's cancellation token.
     pub cancel: Cancel,
+    /// Also test the frontier (the best few candidates), not only the pick and the seeds
+    /// (and the tiers in pareto mode) the comparison needs.
+    pub frontier: bool,
 }
 
 /// Why finalize could not run.
@@ -215,8 +218,10 @@ pub fn finalize(
     for s in &record.seeds {
         roles.push((s.clone(), "seed".into()));
     }
-    for f in &record.frontier {
-        roles.push((f.clone(), "frontier".into()));
+    if opts.frontier {
+        for f in &record.frontier {
+            roles.push((f.clone(), "frontier".into()));
+        }
     }
     let tiers_of = |name: &str| -> Vec<String> {
         record

@@ -34,6 +34,7 @@ use crate::archive::{
     SkillContext, SummaryLine,
 };
 use crate::config::{ObjectiveKind, RunConfig};
+use crate::objective::CostUnit;
 use crate::objective::ParetoReport;
 use crate::proposer::{ProposeContext, ProposeError, Proposer};
 use crate::runner::{CandidateRunner, Effort, FinalEstimate};
@@ -181,6 +182,8 @@ struct OracleState {
     requested: u64,
     budget_trials: Option<u64>,
     trials_per_task: u64,
+    /// The unit of per-task costs, fixed by the first batch that had any.
+    cost_unit: Option<CostUnit>,
 }
 
 impl OracleState {
@@ -219,9 +222,48 @@ struct LiveOracle<'a> {
 
 impl Oracle for LiveOracle<'_> {
     fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
+        self.evaluate_with_costs(requests).0
+    }
+
+    /// Outcomes with each cell's model cost from the ledger, so sampling strategies weigh
+    /// information per unit of cost: dollars when the run's trials cost any, else tokens.
+    /// Wall time is never used (it would make two runs with the same seed differ). No cost
+    /// (a harness that calls no model): `None`, every task equally expensive.
+    fn evaluate_costed(
+        &mut self,
+        requests: &[(CandidateId, usize)],
+    ) -> (Vec<f64>, Option<Vec<f64>>) {
+        let (out, costs) = self.evaluate_with_costs(requests);
+        if self.state.cost_unit.is_none() {
+            if costs.iter().any(|c| c.0 > 0.0) {
+                self.state.cost_unit = Some(CostUnit::Usd);
+            } else if costs.iter().any(|c| c.1 > 0.0) {
+                self.state.cost_unit = Some(CostUnit::Tokens);
+            }
+        }
+        let costs = self.state.cost_unit.map(|unit| {
+            costs
+                .iter()
+                .map(|&(usd, tokens)| match unit {
+                    CostUnit::Usd => usd,
+                    CostUnit::Tokens => tokens,
+                })
+                .collect()
+        });
+        (out, costs)
+    }
+}
+
+impl LiveOracle<'_> {
+    /// Outcomes of `requests` and each cell's mean (dollars, tokens) per trial.
+    fn evaluate_with_costs(
+        &mut self,
+        requests: &[(CandidateId, usize)],
+    ) -> (Vec<f64>, Vec<(f64, f64)>) {
         let mut out = vec![f64::NAN; requests.len()];
+        let mut costs = vec![(0.0, 0.0); requests.len()];
         if self.error.is_some() {
-            return out;
+            return (out, costs);
         }
         let mut by_cand: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, &(c, _)) in requests.iter().enumerate() {
@@ -238,7 +280,7 @@ impl Oracle for LiveOracle<'_> {
             if let Some(max) = self.state.budget_trials {
                 if self.state.requested + new_cells * self.state.trials_per_task > max {
                     self.error = Some(SearchError::Budget { max_trials: max });
-                    return out;
+                    return (out, costs);
                 }
             }
             self.state.requested += new_cells * self.state.trials_per_task;
@@ -259,6 +301,7 @@ impl Oracle for LiveOracle<'_> {
                             });
                         }
                         out[i] = y;
+                        costs[i] = res.costs.get(id).copied().unwrap_or((0.0, 0.0));
                         known.insert(id.clone(), y);
                     }
                     // Each cell is requested once per strategy pass, so the per-call spends add up
@@ -270,11 +313,11 @@ impl Oracle for LiveOracle<'_> {
                         candidate: cand.meta.name.clone(),
                         source,
                     });
-                    return out;
+                    return (out, costs);
                 }
             }
         }
-        out
+        (out, costs)
     }
 }
 
@@ -394,6 +437,7 @@ pub fn run_search(
         requested: 0,
         budget_trials,
         trials_per_task,
+        cost_unit: None,
     };
 
     log(&format!(
@@ -600,7 +644,10 @@ pub fn run_search(
         iteration: candidates[seq].meta.iteration,
         estimate: shown.get(seq).copied().unwrap_or(Estimate::exact(f64::NAN)),
     };
-    let pick = rank_of(final_outcome.pick);
+    // The pick's interval is selection-adjusted (the winner's curse): wider than its own
+    // interval as a candidate (`hevo_stats::selection::pick_interval`).
+    let mut pick = rank_of(final_outcome.pick);
+    pick.estimate = final_outcome.pick_interval.clipped(0.0, 1.0);
     let ranked: Vec<Ranked> = order.into_iter().map(rank_of).collect();
     let runner_up = ranked.iter().find(|r| r.name != pick.name).cloned();
     let mut total = Effort::default();

@@ -46,6 +46,8 @@ pub struct TaskResults {
     pub outcomes: HashMap<String, f64>,
     /// What the candidate spent on these tasks so far (all its stored trials on them).
     pub effort: Effort,
+    /// Mean model cost per trial of each task: (dollars, tokens).
+    pub costs: HashMap<String, (f64, f64)>,
 }
 
 /// Runs a candidate's trials for the search.
@@ -242,6 +244,14 @@ fn results_of(report: &EvalReport) -> TaskResults {
     for t in &report.tasks {
         out.outcomes
             .insert(t.id.clone(), t.outcome.unwrap_or(f64::NAN));
+        let n = t.details.len().max(1) as f64;
+        let usd: f64 = t.details.iter().map(|d| d.spend.cost_usd).sum();
+        let tokens: f64 = t
+            .details
+            .iter()
+            .map(|d| d.spend.total_tokens() as f64)
+            .sum();
+        out.costs.insert(t.id.clone(), (usd / n, tokens / n));
     }
     out.effort = Effort {
         trials: report.trials as u64,
