@@ -14,6 +14,7 @@ pub mod irt;
 pub mod pareto;
 pub mod racing;
 pub mod rank;
+pub mod seed;
 pub mod selection;
 pub mod synth;
 pub mod weights;

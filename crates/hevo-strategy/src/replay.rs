@@ -205,13 +205,6 @@ fn family(kind: &StrategyKind) -> String {
     }
 }
 
-/// FNV-1a hash (stable across platforms and releases, unlike `DefaultHasher`).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// Runs one seed of every strategy; returns per-strategy results and the oracle scores.
 fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
     let nt = m.tasks.len();
@@ -252,7 +245,7 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
             // `--strategy all` give X the same draws, and the `coevolve` estimator variants
             // share theirs (their samples do not depend on the estimator), so estimators
             // are compared on identical samples.
-            seed: seed.wrapping_mul(1_000_003) ^ fnv1a(family(kind).as_bytes()),
+            seed: seed.wrapping_mul(1_000_003) ^ hevo_stats::seed::fnv1a(family(kind).as_bytes()),
             weights: WeightParams::default(),
         };
         let mut s = build(*kind, config);

@@ -85,7 +85,7 @@ impl Proposer for ParamsProposer {
                 continue;
             };
             let history: Vec<Scored> = members.iter().map(|(_, s)| s.clone()).collect();
-            let family_seed = ctx.seed ^ hash_str(family);
+            let family_seed = ctx.seed ^ hevo_stats::seed::fnv1a(family.as_bytes());
             for (j, p) in propose(
                 &space,
                 &history,
@@ -117,11 +117,4 @@ impl Proposer for ParamsProposer {
         }
         Ok(())
     }
-}
-
-fn hash_str(s: &str) -> u64 {
-    // FNV-1a: stable across platforms and versions (unlike the std hasher).
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
 }
