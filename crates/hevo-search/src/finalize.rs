@@ -32,6 +32,9 @@ pub struct SearchRecord {
     /// The iteration that proposed the pick (0 for a seed).
     #[serde(default)]
     pub pick_iteration: u32,
+    /// The pick's selection-adjusted estimate (`Outcome::pick_interval`), as printed.
+    #[serde(default)]
+    pub pick_estimate: Option<Estimate>,
     /// The seeds' names.
     pub seeds: Vec<String>,
     /// The best few candidates' names (the frontier), best first.
@@ -60,6 +63,12 @@ impl SearchRecord {
             config_file: config_file.to_path_buf(),
             pick: report.pick.name.clone(),
             pick_iteration: report.pick.iteration,
+            pick_estimate: report
+                .pick
+                .estimate
+                .se
+                .is_finite()
+                .then_some(report.pick.estimate),
             seeds: seeds.to_vec(),
             frontier: report
                 .candidates
@@ -328,9 +337,8 @@ pub fn finalize(
         );
     }
     let pick_est = record
-        .estimates
-        .get(&record.pick)
-        .copied()
+        .pick_estimate
+        .or_else(|| record.estimates.get(&record.pick).copied())
         .unwrap_or(Estimate::exact(f64::NAN));
     Ok(FinalizeReport {
         pick: Ranked {

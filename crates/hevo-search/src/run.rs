@@ -550,9 +550,13 @@ pub fn run_search(
             clear_pending(&archive)?;
         }
         if !new_ids.is_empty() {
+            let done: u64 = oracle.effort.values().map(|e| e.trials).sum();
+            let spent: f64 = oracle.effort.values().map(|e| e.spend.cost_usd).sum();
             log(&format!(
-                "iteration {it}: evaluating {} candidate(s)",
-                new_ids.len()
+                "iteration {it}/{}: evaluating {} candidate(s); so far {done} trials, ${spent:.4}, {} elapsed",
+                config.search.iterations,
+                new_ids.len(),
+                clock(started.elapsed().as_secs_f64())
             ));
             let ids = new_ids.clone();
             if let Err(e) = oracle.call(runner, &candidates, &val_ids, &mut |o| {
@@ -1071,4 +1075,14 @@ fn write_frontier(
     archive
         .write_frontier(&entries)
         .map_err(io_err("cannot write the frontier in", archive.root()))
+}
+
+/// `m:ss` (or `h:mm:ss`) of a number of seconds, for progress lines.
+pub(crate) fn clock(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
 }

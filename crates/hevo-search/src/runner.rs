@@ -118,7 +118,8 @@ pub type ProgressFn = Arc<dyn Fn(&str) + Send + Sync>;
 /// How often a running batch reports its progress.
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Turns a batch's progress events into throttled lines for `report`.
+/// Turns a batch's progress events into throttled lines for `report`, each with the
+/// batch's elapsed time and an ETA from its rate so far.
 fn progress_lines(
     name: String,
     report: ProgressFn,
@@ -128,7 +129,8 @@ fn progress_lines(
 ) {
     let (tx, rx) = std::sync::mpsc::channel::<ProgressEvent>();
     let handle = std::thread::spawn(move || {
-        let mut last = std::time::Instant::now();
+        let started = std::time::Instant::now();
+        let mut last = started;
         let mut line = None;
         for ev in rx {
             if let ProgressEvent::TrialFinished {
@@ -138,8 +140,19 @@ fn progress_lines(
                 ..
             } = ev
             {
-                let text =
-                    format!("  {name}: {done}/{total} trials, mean outcome {mean_outcome:.3}");
+                let elapsed = started.elapsed().as_secs_f64();
+                let eta = if done > 0 && total > done {
+                    format!(
+                        ", ETA {}",
+                        crate::run::clock(elapsed / done as f64 * (total - done) as f64)
+                    )
+                } else {
+                    String::new()
+                };
+                let text = format!(
+                    "  {name}: {done}/{total} trials, mean outcome {mean_outcome:.3}, {} elapsed{eta}",
+                    crate::run::clock(elapsed)
+                );
                 if last.elapsed() >= PROGRESS_EVERY {
                     report(&text);
                     last = std::time::Instant::now();

@@ -162,6 +162,16 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         Err(_) => None,
     };
     let test = read_test(&dir.join("test"), record.as_ref())?;
+    // The pick is shown with its selection-adjusted interval, as `hevo run` printed it.
+    let mut candidates = candidates;
+    if let Some(r) = &record {
+        if let (Some(est), Some(c)) = (
+            r.pick_estimate,
+            candidates.iter_mut().find(|c| c.name == r.pick),
+        ) {
+            c.estimate = Some(est);
+        }
+    }
     Ok(RunView {
         dir: dir.to_path_buf(),
         name: dir
