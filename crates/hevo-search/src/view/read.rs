@@ -163,7 +163,6 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
     };
     let test = read_test(&dir.join("test"), record.as_ref())?;
     // The pick is shown with its selection-adjusted interval, as `hevo run` printed it.
-    let mut candidates = candidates;
     if let Some(r) = &record {
         if let (Some(est), Some(c)) = (
             r.pick_estimate,
