@@ -1,6 +1,6 @@
 //! `hevo eval`: evaluate one harness on a split of a task suite.
 //!
-//! Parses the flags into [`hevo_engine::eval::EvalOptions`], validates (suite and harness
+//! Parses the flags into [`hevo_runtime::eval::EvalOptions`], validates (suite and harness
 //! problems exit with code 2 before any trial runs), runs the evaluation with a progress
 //! reporter on stderr, and prints the result on stdout: a short table, or one JSON document
 //! with `--json`.
@@ -12,14 +12,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use hevo_engine::eval::{self, EvalError, EvalOptions, EvalReport};
-use hevo_engine::suite::Split;
+use hevo_runtime::cancel::Cancel;
+use hevo_runtime::eval::{self, EvalError, EvalOptions};
+use hevo_runtime::report::EvalReport;
+use hevo_runtime::task::Split;
 
 use crate::eval_progress;
 use crate::model_setup::ModelLayer;
 use crate::CliError;
-use hevo_engine::search::config::RunConfig;
 use hevo_llm::ModelLayerConfig;
+use hevo_search::config::RunConfig;
 
 /// Arguments of `hevo eval`.
 #[derive(clap::Args, Debug)]
@@ -77,7 +79,7 @@ pub struct Args {
 }
 
 /// Runs `hevo eval`.
-pub fn run(args: Args) -> Result<ExitCode, CliError> {
+pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let mut opts = EvalOptions::new(&args.harness, &args.suite);
     opts.split = Split::parse(&args.split).unwrap_or(Split::Val);
     opts.trials = args.trials;
@@ -101,7 +103,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     opts.timeout = args.timeout.map(Duration::from_secs_f64);
     opts.grace = Duration::from_secs_f64(args.kill_grace);
     opts.output_cap = args.output_cap;
-    opts.handle_signals = true;
+    opts.cancel = cancel.clone();
 
     let mut plan = eval::plan(opts).map_err(to_cli)?;
     eprintln!("hevo: run dir {}", plan.run_dir.display());
@@ -120,13 +122,13 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     model.shutdown();
     let report = match result {
         Ok(r) => r,
-        Err(EvalError::Interrupted { done }) => {
+        Err(EvalError::Interrupted { done, reason }) => {
             eprintln!(
-                "hevo: interrupted after {done} finished trial(s); they are stored in {}. \
+                "hevo: stopped by {reason} after {done} finished trial(s); they are stored in {}. \
                  Run the same command again to resume.",
                 plan.run_dir.display()
             );
-            return Ok(ExitCode::from(130));
+            return Ok(ExitCode::from(reason.exit_code()));
         }
         Err(e) => return Err(to_cli(e)),
     };
@@ -260,7 +262,11 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
     writeln!(
         out,
         "tokens      {} input ({} cached), {} output in {} model calls; cost ${:.4}",
-        r.tokens.input, r.tokens.cached, r.tokens.output, r.tokens.calls, r.cost_usd
+        r.spend.input_tokens,
+        r.spend.cached_tokens,
+        r.spend.output_tokens,
+        r.spend.calls,
+        r.spend.cost_usd
     )?;
     writeln!(
         out,

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use hevo_engine::executor::ProgressEvent;
+use hevo_runtime::executor::ProgressEvent;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How progress is shown.

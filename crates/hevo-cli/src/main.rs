@@ -1,7 +1,7 @@
 //! `hevo`: search for better LLM harnesses at a fraction of the usual evaluation cost.
 //!
 //! The binary only parses arguments, renders output and maps errors to exit codes; the work
-//! happens in `hevo-engine`, `hevo-llm` and `hevo-stats`. stdout carries data (tables, or one
+//! happens in `hevo-search`, `hevo-runtime`, `hevo-strategy`, `hevo-llm` and `hevo-stats`. stdout carries data (tables, or one
 //! JSON document with `--json`); progress and logs go to stderr.
 
 mod cli_error;
@@ -15,6 +15,7 @@ mod run_cmd;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use hevo_runtime::cancel::Cancel;
 
 pub use cli_error::CliError;
 
@@ -52,10 +53,25 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
+    // One cancellation token for the process: signals become its reasons, and every
+    // trial, `prepare`, proposer and the gateway wait on it.
+    let cancel = Cancel::new();
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Finalize(_) | Command::Eval(_)
+    ) {
+        cancel.listen_for_signals(|reason| {
+            eprintln!(
+                "hevo: {reason} received: stopping every running process (send it again to \
+                 kill them now); finished trials are kept, and the same command resumes"
+            )
+        });
+    }
     let result = match cli.command {
-        Command::Run(args) => run_cmd::run(args),
-        Command::Finalize(args) => run_cmd::run_finalize(args),
-        Command::Eval(args) => eval_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args, &cancel),
+        Command::Finalize(args) => run_cmd::run_finalize(args, &cancel),
+        Command::Eval(args) => eval_cmd::run(args, &cancel),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Model(args) => model_cmd::run(args),
     };
@@ -63,4 +79,18 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => err.report(),
     }
+}
+
+/// Sends `tracing` warnings (e.g. a ledger row that could not be written) to stderr, so
+/// they reach the user; `HEVO_LOG` sets the filter (default `warn`). stdout stays data.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HEVO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .with_ansi(std::env::var_os("NO_COLOR").is_none())
+        .try_init();
 }

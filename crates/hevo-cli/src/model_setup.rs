@@ -5,30 +5,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use hevo_engine::model_access::{GatewayAccess, ModelAccess, SqliteSink, Ticket};
-use hevo_engine::search::config::RunConfig;
-use hevo_engine::trial::ModelEnv;
 use hevo_llm::model_file::{self, PullOutcome};
 use hevo_llm::{BackendKind, GatewayHandle, ModelLayerConfig};
+use hevo_runtime::model_access::ModelEnv;
+use hevo_runtime::model_access::{GatewayAccess, ModelAccess, SqliteSink, Ticket};
+use hevo_search::config::RunConfig;
+
+use hevo_runtime::spend::Spend;
 
 use crate::CliError;
 
-/// Model tokens and dollars of a run (from the gateway's run totals).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Usage {
-    /// Uncached input tokens.
-    pub input_tokens: u64,
-    /// Cached input tokens.
-    pub cached_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Dollars.
-    pub cost_usd: f64,
-}
-
 /// A running model layer (or none, for runs whose `[model]` table is empty).
 pub struct ModelLayer {
-    runtime: Option<tokio::runtime::Runtime>,
     handle: Option<GatewayHandle>,
     access: Option<Arc<dyn ModelAccess>>,
     open_tickets: std::sync::Mutex<Vec<Ticket>>,
@@ -57,7 +45,6 @@ impl ModelLayer {
     ) -> Result<ModelLayer, CliError> {
         if layer.backends.is_empty() {
             return Ok(ModelLayer {
-                runtime: None,
                 handle: None,
                 access: None,
                 open_tickets: Default::default(),
@@ -90,15 +77,11 @@ impl ModelLayer {
             SqliteSink::open(&run_dir.join("hevo.db"))
                 .map_err(|e| CliError::Internal(anyhow!(e)))?,
         );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("hevo-gateway")
-            .enable_all()
-            .build()
-            .map_err(|e| CliError::Internal(e.into()))?;
-        let handle = runtime
-            .block_on(async { hevo_llm::Gateway::start(gateway_config, backends, sink) })
-            .map_err(|e| CliError::User(anyhow!("cannot start the model gateway: {e}")))?;
+        // The gateway serves on the process runtime, beside the trials it answers.
+        let handle = hevo_runtime::rt::block_on(async {
+            hevo_llm::Gateway::start(gateway_config, backends, sink)
+        })
+        .map_err(|e| CliError::User(anyhow!("cannot start the model gateway: {e}")))?;
         log(&format!("model gateway on {}", handle.openai_base_url()));
         let access: Arc<dyn ModelAccess> = Arc::new(GatewayAccess::new(
             handle.gateway().clone(),
@@ -107,7 +90,6 @@ impl ModelLayer {
             layer.caps.trial,
         ));
         Ok(ModelLayer {
-            runtime: Some(runtime),
             handle: Some(handle),
             access: Some(access),
             open_tickets: Default::default(),
@@ -135,19 +117,12 @@ impl ModelLayer {
         }
     }
 
-    /// The run's model totals so far.
-    pub fn usage(&self) -> Usage {
+    /// The run's model totals so far (the gateway's run totals: trials, `prepare` and the
+    /// proposer).
+    pub fn usage(&self) -> Spend {
         match &self.handle {
-            Some(h) => {
-                let u = h.gateway().run_usage();
-                Usage {
-                    input_tokens: u.input_tokens,
-                    cached_tokens: u.cached_tokens,
-                    output_tokens: u.output_tokens,
-                    cost_usd: u.cost_usd,
-                }
-            }
-            None => Usage::default(),
+            Some(h) => Spend::from_usage(&h.gateway().run_usage()),
+            None => Spend::default(),
         }
     }
 
@@ -158,8 +133,8 @@ impl ModelLayer {
                 access.close(t);
             }
         }
-        if let (Some(rt), Some(h)) = (self.runtime, self.handle) {
-            rt.block_on(h.shutdown());
+        if let Some(h) = self.handle {
+            hevo_runtime::rt::block_on(h.shutdown());
         }
     }
 }

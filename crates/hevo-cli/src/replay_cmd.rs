@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
+use hevo_stats::design::DEFAULT_MC_DRAWS;
+use hevo_stats::estimate::Estimator;
 use hevo_strategy::replay::{self, Matrix, ReplayConfig};
 use hevo_strategy::strategy::StrategyKind;
 use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
-use hevo_stats::design::DEFAULT_MC_DRAWS;
-use hevo_stats::estimate::Estimator;
 
 use crate::CliError;
 
@@ -104,9 +104,10 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
     let names: Vec<StrategyName> = if args.strategy == "all" {
         StrategyName::ALL.to_vec()
     } else {
-        vec![args.strategy.parse().map_err(|e: UnknownName| {
-            user(format!("--strategy: {e}, or all"))
-        })?]
+        vec![args
+            .strategy
+            .parse()
+            .map_err(|e: UnknownName| user(format!("--strategy: {e}, or all")))?]
     };
     let mut kinds = Vec::new();
     for name in names {

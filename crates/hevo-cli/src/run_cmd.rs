@@ -7,15 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use hevo_engine::search::config::RunConfig;
-use hevo_engine::search::finalize::{
-    finalize, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
+use hevo_runtime::cancel::Cancel;
+use hevo_runtime::launch::LocalLauncher;
+use hevo_search::config::RunConfig;
+use hevo_search::finalize::{
+    finalize, FinalizeError, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
 };
-use hevo_engine::search::llm_proposer::LlmProposer;
-use hevo_engine::search::proposers::{AgentProposer, ParamsProposer};
-use hevo_engine::search::run::{run_search, Proposer, SearchReport};
-use hevo_engine::search::runner::LiveRunner;
-use hevo_engine::trial::LocalLauncher;
+use hevo_search::proposer::llm::LlmProposer;
+use hevo_search::proposer::Proposer;
+use hevo_search::proposer::{AgentProposer, ParamsProposer};
+use hevo_search::run::{run_search, SearchReport};
+use hevo_search::runner::{LiveRunner, RunnerSettings};
 use serde_json::json;
 
 use crate::model_setup::ModelLayer;
@@ -35,7 +37,7 @@ pub struct Args {
     /// Directory with hevo.toml, or the file itself.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
-    /// Override `[evaluation] strategy` (full, fixed, resample, coevolve, race, recommended).
+    /// Override `[evaluation] strategy`: full, fixed, resample, coevolve, screen, race or default (also `recommended`).
     #[arg(long)]
     pub strategy: Option<String>,
     /// Override `[search] iterations`.
@@ -88,7 +90,7 @@ fn user(msg: impl std::fmt::Display) -> CliError {
 }
 
 /// Runs `hevo run`.
-pub fn run(args: Args) -> Result<ExitCode, CliError> {
+pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let (mut config, config_file) = RunConfig::load(&args.path).map_err(user)?;
     let config_file = std::fs::canonicalize(&config_file).unwrap_or(config_file);
     if let Some(s) = &args.strategy {
@@ -150,27 +152,34 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let jobs = config
         .search
         .jobs
-        .unwrap_or_else(hevo_engine::eval::default_jobs);
-    let mut runner = LiveRunner {
+        .unwrap_or_else(hevo_runtime::eval::default_jobs);
+    let mut runner = LiveRunner::open(RunnerSettings {
         run_dir: run_dir.clone(),
         suite_dir: suite_dir.clone(),
         trials: config.search.trials,
         jobs,
-        model_env: hevo_engine::trial::ModelEnv::offline(),
+        model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
         launcher: launcher.clone(),
-        handle_signals: true,
+        cancel: cancel.clone(),
         progress: progress.then(|| {
-            let f: hevo_engine::search::runner::ProgressFn =
+            let f: hevo_search::runner::ProgressFn =
                 Arc::new(|line: &str| eprintln!("hevo: {line}"));
             f
         }),
-    };
+    })
+    .map_err(|e| {
+        if e.is_user_error() {
+            user(e)
+        } else {
+            CliError::Internal(e.into())
+        }
+    })?;
     let mut proposer: Box<dyn Proposer> = match config.proposer.kind.as_str() {
         "agent" => {
             let command = match (&config.proposer.command, &config.proposer.preset) {
                 (Some(c), _) => c.clone(),
-                (None, Some(p)) => hevo_engine::proposer::agent::preset_command(p)
+                (None, Some(p)) => hevo_search::proposer::agent::preset_command(p)
                     .ok_or_else(|| user(format!("unknown agent preset `{p}`")))?,
                 (None, None) => {
                     return Err(user("an `agent` proposer needs `preset` or `command`"))
@@ -182,6 +191,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                 transcripts: run_dir.join("proposer"),
                 model_env: model.proposer_env(&run_dir.join("proposer")),
                 launcher: launcher.clone(),
+                cancel: cancel.clone(),
             })
         }
         "llm" => {
@@ -211,21 +221,33 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         }
         _ => Box::new(ParamsProposer::default()),
     };
-    let report = run_search(
+    let report = match run_search(
         &config,
         &config_file,
         &run_dir,
         &mut runner,
         proposer.as_mut(),
         &mut log,
-    )
-    .map_err(|e| {
-        if e.is_user_error() {
-            user(e)
-        } else {
-            CliError::Internal(e.into())
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            model.shutdown();
+            if let Some(reason) = e.cancel_reason() {
+                eprintln!(
+                    "hevo: stopped by {reason}; everything finished is kept in {}. \
+                     Resume with the same command: hevo run {}",
+                    run_dir.display(),
+                    args.path.display()
+                );
+                return Ok(ExitCode::from(reason.exit_code()));
+            }
+            return Err(if e.is_user_error() {
+                user(e)
+            } else {
+                CliError::Internal(e.into())
+            });
         }
-    })?;
+    };
     let seeds: Vec<String> = report
         .candidates
         .iter()
@@ -242,14 +264,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         let opts = FinalizeOptions {
             trials: 1,
             jobs,
-            model_env: hevo_engine::trial::ModelEnv::offline(),
+            model_env: hevo_runtime::model_access::ModelEnv::offline(),
             model_access: model.access(),
             launcher,
+            cancel: cancel.clone(),
         };
-        Some(
-            finalize(&run_dir, &suite_dir, &record, &opts, &mut log)
-                .map_err(|e| CliError::Internal(anyhow!(e)))?,
-        )
+        Some(finalize(&run_dir, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?)
     } else {
         None
     };
@@ -262,7 +282,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
 fn print_run(
     report: &SearchReport,
     finalized: Option<&FinalizeReport>,
-    usage: crate::model_setup::Usage,
+    usage: hevo_runtime::spend::Spend,
     json_out: bool,
 ) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
@@ -369,7 +389,7 @@ fn finalize_table(f: &FinalizeReport) -> String {
 }
 
 /// Runs `hevo finalize`.
-pub fn run_finalize(args: FinalizeArgs) -> Result<ExitCode, CliError> {
+pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let record_path = args.run.join(RECORD_FILE);
     let text = std::fs::read(&record_path).map_err(|e| {
         user(format!(
@@ -385,13 +405,13 @@ pub fn run_finalize(args: FinalizeArgs) -> Result<ExitCode, CliError> {
     let model = ModelLayer::start(&config, &config_file, &args.run, &mut log)?;
     let opts = FinalizeOptions {
         trials: args.trials,
-        jobs: args.jobs.unwrap_or_else(hevo_engine::eval::default_jobs),
-        model_env: hevo_engine::trial::ModelEnv::offline(),
+        jobs: args.jobs.unwrap_or_else(hevo_runtime::eval::default_jobs),
+        model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
         launcher: Arc::new(LocalLauncher),
+        cancel: cancel.clone(),
     };
-    let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log)
-        .map_err(|e| CliError::Internal(anyhow!(e)))?;
+    let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?;
     let usage = model.usage();
     model.shutdown();
     let mut out = std::io::stdout().lock();
@@ -410,4 +430,13 @@ pub fn run_finalize(args: FinalizeArgs) -> Result<ExitCode, CliError> {
         write!(out, "{}", finalize_table(&f)).map_err(|e| CliError::Internal(e.into()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Maps a finalize error to exit 2 (a mistake in the input) or 1.
+fn finalize_error(e: FinalizeError) -> CliError {
+    if e.is_user_error() {
+        user(e)
+    } else {
+        CliError::Internal(e.into())
+    }
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use hevo_engine::store::Store;
+use hevo_runtime::store::Store;
 use serde_json::Value;
 
 fn hevo() -> Command {
@@ -237,7 +237,10 @@ fn harness_gets_a_clean_environment_and_no_provider_keys() {
     assert!(env.contains_key("ANTHROPIC_BASE_URL"));
     assert_eq!(env["HEVO_PARAMS"], "{\"k\":2}");
     assert_eq!(meta["params_file"], "{\"k\":2}");
-    assert!(env["HEVO_TRIAL_ID"].as_str().unwrap().ends_with("/t/0"));
+    // Opaque: unique per trial, naming no task, candidate or run.
+    let id = env["HEVO_TRIAL_ID"].as_str().unwrap();
+    assert_eq!(id.len(), 16, "{id}");
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
     let cwd = meta["cwd"].as_str().unwrap();
     assert_eq!(env["HOME"], cwd, "HOME is the working directory");
     let suite_dir = suite.canonicalize().unwrap();
@@ -313,8 +316,8 @@ fn sigkill_mid_run_then_rerun_resumes_exactly() {
     write(
         &h.join("h.sh"),
         &format!(
-            "echo \"$HEVO_TRIAL_ID\" >> '{log}'\n\
-             input=$(cat)\n\
+            "input=$(cat)\n\
+             echo \"$HEVO_TRIAL_ID $input\" >> '{log}'\n\
              if [[ \"$input\" == *gated* ]]; then\n\
              \x20 for _ in $(seq 300); do [ -e '{gate}' ] && break; sleep 0.1; done\n\
              fi\n\
@@ -394,16 +397,27 @@ fn sigkill_mid_run_then_rerun_resumes_exactly() {
     assert_eq!(counts.len(), 14);
     assert!(counts.iter().all(|(_, _, n)| *n == 1), "{counts:?}");
 
-    // Finished trials were not re-run; the two killed ones were (started twice).
+    // Finished trials were not re-run; the two killed ones were (started twice). The
+    // opaque trial id is the same for the same unit across runs and differs between units.
     let starts = std::fs::read_to_string(&log).unwrap();
-    let count = |suffix: &str| starts.lines().filter(|l| l.ends_with(suffix)).count();
-    for i in 0..6 {
-        for r in 0..2 {
-            assert_eq!(count(&format!("/t{i}/{r}")), 1, "t{i}#{r}:\n{starts}");
-        }
+    let mut per_id: std::collections::BTreeMap<&str, (usize, &str)> = Default::default();
+    for line in starts.lines() {
+        let (id, input) = line.split_once(' ').unwrap();
+        let e = per_id.entry(id).or_insert((0, input));
+        e.0 += 1;
     }
-    assert_eq!(count("/g/0"), 2, "{starts}");
-    assert_eq!(count("/g/1"), 2, "{starts}");
+    let free: Vec<usize> = per_id
+        .values()
+        .filter(|(_, i)| i.contains("free"))
+        .map(|(n, _)| *n)
+        .collect();
+    let gated: Vec<usize> = per_id
+        .values()
+        .filter(|(_, i)| i.contains("gated"))
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(free, vec![1; 12], "{starts}");
+    assert_eq!(gated, vec![2, 2], "{starts}");
 }
 
 #[test]

@@ -171,3 +171,77 @@ fn a_bad_config_names_the_file_line_and_key() {
         "{err}"
     );
 }
+
+/// Regression (issue 10): an agent proposer used to run without the cancellation token, so
+/// a `hevo run` whose agent slept ignored SIGINT and exited 0 after it. Now SIGINT stops the
+/// agent's process group, the run exits 130 with how to resume, and the iteration is asked
+/// again on the next run (it was not marked as taken).
+#[test]
+fn sigint_stops_a_sleeping_agent_proposer_and_the_run_resumes() {
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let marker = tmp.path().join("agent-started");
+    let script = dir.join("slow-agent.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\nexec sleep 120\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml")).unwrap()
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"{}\"]\n",
+            script.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let mut child = hevo()
+        .args(["run", "--no-progress", "--jobs", "2"])
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    // Wait (bounded) until the agent runs, then interrupt.
+    for _ in 0..600 {
+        if marker.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(marker.exists(), "the agent never started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut status = None;
+    for _ in 0..300 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("hevo run did not stop within 30 s of SIGINT (the agent sleeps 120 s)");
+    };
+    let stderr = lines.join().unwrap().join("\n");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("Resume with the same command"), "{stderr}");
+    // The iteration was not marked as taken: a rerun asks the agent again.
+    std::fs::remove_file(&marker).unwrap();
+    let proposed = dir.join("runs/threshold/archive/pending/.proposed");
+    assert!(
+        !proposed.exists(),
+        "the interrupted iteration was marked as proposed"
+    );
+}

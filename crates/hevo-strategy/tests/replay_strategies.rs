@@ -1,11 +1,13 @@
 //! Strategies driven through a counting oracle: budgets, determinism, strata, replay.
 
-use hevo_strategy::replay::{run, Matrix, MatrixOracle, ReplayConfig};
-use hevo_strategy::strategy::{build, per_candidate_budget, PiMethod, StrategyConfig, StrategyKind};
 use hevo_stats::design::Strata;
 use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::{rasch_matrix, SynthParams};
 use hevo_stats::weights::WeightParams;
+use hevo_strategy::replay::{run, Matrix, MatrixOracle, ReplayConfig};
+use hevo_strategy::strategy::{
+    build, per_candidate_budget, PiMethod, StrategyConfig, StrategyKind,
+};
 
 fn all_kinds() -> Vec<StrategyKind> {
     vec![

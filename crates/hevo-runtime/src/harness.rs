@@ -1,0 +1,347 @@
+//! Harness directories: `harness.toml` (entry, optional prepare, timeout, `[params]`), the
+//! resolved parameter values and a content hash that identifies a candidate.
+//!
+//! This module only reads and validates; starting the harness process is the job of
+//! [`crate::trial`] (through its single [`crate::launch::Launcher`] seam).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// One tunable knob declared under `[params]`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ParamSpec {
+    /// The values a params proposer may choose from.
+    pub values: Vec<Value>,
+    /// The value used when nothing else is chosen; must be one of `values`.
+    pub default: Value,
+}
+
+/// The parsed `harness.toml`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The harness's name (defaults to the directory name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The command of one trial, e.g. `["python3", "harness.py"]`.
+    pub entry: Vec<String>,
+    /// Optional command run once per candidate on the train split.
+    #[serde(default)]
+    pub prepare: Option<Vec<String>>,
+    /// Optional per-trial time limit in seconds.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Optional knobs a params proposer may turn.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamSpec>,
+}
+
+/// A loaded harness: its directory, manifest and chosen parameter values.
+#[derive(Clone, Debug)]
+pub struct Harness {
+    /// Canonical path of the harness directory.
+    pub dir: PathBuf,
+    /// The harness's name.
+    pub name: String,
+    /// The parsed manifest.
+    pub manifest: Manifest,
+    /// The chosen parameter values (the defaults unless overridden), as a JSON object.
+    pub params: serde_json::Map<String, Value>,
+    /// SHA-256 over the directory's files (see [`content_hash`]).
+    pub code_hash: String,
+}
+
+/// Why a harness could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The directory or `harness.toml` could not be read.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: io::Error,
+    },
+    /// `harness.toml` is missing.
+    #[error("`{}` is missing; a harness directory needs a `harness.toml` with \
+             `entry = [\"python3\", \"harness.py\"]` (see docs/harness-protocol.md)", path.display())]
+    Missing {
+        /// The expected manifest path.
+        path: PathBuf,
+    },
+    /// `harness.toml` is not valid.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Invalid {
+        /// The manifest path.
+        path: PathBuf,
+        /// The line, when known.
+        line: Option<usize>,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+impl Harness {
+    /// Loads and validates the harness in `dir`, with its default parameter values.
+    pub fn load(dir: &Path) -> Result<Harness, HarnessError> {
+        let dir = dir.canonicalize().map_err(|source| HarnessError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join("harness.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(HarnessError::Missing { path })
+            }
+            Err(source) => return Err(HarnessError::Read { path, source }),
+        };
+        let manifest: Manifest = toml::from_str(&text).map_err(|err| HarnessError::Invalid {
+            path: path.clone(),
+            line: err
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1)),
+            message: format!(
+                "{} (keys: name, entry, prepare, timeout_s, [params])",
+                err.message()
+            ),
+        })?;
+        let invalid = |message: String| HarnessError::Invalid {
+            path: path.clone(),
+            line: None,
+            message,
+        };
+        if manifest.entry.is_empty() || manifest.entry[0].trim().is_empty() {
+            return Err(invalid(
+                "`entry` must be a non-empty command, e.g. `entry = [\"python3\", \"harness.py\"]`"
+                    .into(),
+            ));
+        }
+        if matches!(&manifest.prepare, Some(p) if p.is_empty()) {
+            return Err(invalid(
+                "`prepare` must be a non-empty command or be left out".into(),
+            ));
+        }
+        if let Some(t) = manifest.timeout_s {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(invalid(format!(
+                    "`timeout_s` = {t} must be a positive number of seconds"
+                )));
+            }
+        }
+        let mut params = serde_json::Map::new();
+        for (key, spec) in &manifest.params {
+            if spec.values.is_empty() {
+                return Err(invalid(format!(
+                    "[params] `{key}` has no `values`; list the values it may take"
+                )));
+            }
+            if !spec.values.contains(&spec.default) {
+                return Err(invalid(format!(
+                    "[params] `{key}`: default {} is not one of its values {}",
+                    spec.default,
+                    Value::Array(spec.values.clone())
+                )));
+            }
+            params.insert(key.clone(), spec.default.clone());
+        }
+        let name = manifest.name.clone().unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "harness".into())
+        });
+        let code_hash = content_hash(&dir).map_err(|source| HarnessError::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(Harness {
+            dir,
+            name,
+            manifest,
+            params,
+            code_hash,
+        })
+    }
+
+    /// Overrides one parameter; the value must be one of the declared values.
+    pub fn set_param(&mut self, key: &str, value: Value) -> Result<(), HarnessError> {
+        let path = self.dir.join("harness.toml");
+        let Some(spec) = self.manifest.params.get(key) else {
+            return Err(HarnessError::Invalid {
+                path,
+                line: None,
+                message: format!("no parameter `{key}` is declared under [params]"),
+            });
+        };
+        if !spec.values.contains(&value) {
+            return Err(HarnessError::Invalid {
+                path,
+                line: None,
+                message: format!("[params] `{key}` may not be {value}"),
+            });
+        }
+        self.params.insert(key.to_string(), value);
+        Ok(())
+    }
+
+    /// The parameter values as compact JSON (what `HEVO_PARAMS` and `params.json` hold).
+    pub fn params_json(&self) -> String {
+        Value::Object(self.params.clone()).to_string()
+    }
+
+    /// The entry command with paths relative to the harness directory made absolute.
+    pub fn entry_argv(&self) -> Vec<String> {
+        resolve_argv(&self.manifest.entry, &self.dir)
+    }
+
+    /// The prepare command (if any) with paths made absolute like [`Harness::entry_argv`].
+    pub fn prepare_argv(&self) -> Option<Vec<String>> {
+        self.manifest
+            .prepare
+            .as_ref()
+            .map(|p| resolve_argv(p, &self.dir))
+    }
+
+    /// Checks that the programs of `entry` and `prepare` exist (on `PATH` or in the harness
+    /// directory), so a typo is an error before anything runs, not a failed trial.
+    pub fn check_programs(&self) -> Result<(), HarnessError> {
+        let env = crate::launch::base_env(&self.dir);
+        for (key, argv) in std::iter::once(("entry", self.entry_argv()))
+            .chain(self.prepare_argv().map(|a| ("prepare", a)))
+        {
+            let program = crate::launch::resolve_program(&argv[0], &env);
+            if !program.is_file() {
+                return Err(HarnessError::Invalid {
+                    path: self.dir.join("harness.toml"),
+                    line: None,
+                    message: format!(
+                        "`{key}`: program `{}` not found (neither on PATH nor in the harness \
+                         directory); fix `{key}` or install it",
+                        argv[0]
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes every argument that names an existing file or folder relative to `base` absolute;
+/// everything else (`python3`, flags) passes unchanged.
+pub fn resolve_argv(argv: &[String], base: &Path) -> Vec<String> {
+    argv.iter()
+        .map(|arg| {
+            let p = Path::new(arg);
+            if !arg.is_empty() && p.is_relative() && !arg.starts_with('-') {
+                let full = base.join(p);
+                if full.exists() {
+                    return full.to_string_lossy().into_owned();
+                }
+            }
+            arg.clone()
+        })
+        .collect()
+}
+
+/// SHA-256 (hex) over every file under `dir`: sorted relative paths, sizes and bytes.
+///
+/// Names starting with `.`, `__pycache__` folders, `*.pyc` files and run directories (folders
+/// holding a `hevo.db`) are skipped, so byte-code caches, editor files and results kept
+/// beside the code do not change a candidate's identity.
+pub fn content_hash(dir: &Path) -> io::Result<String> {
+    let mut files = Vec::new();
+    collect_files(dir, dir, &mut files)?;
+    files.sort();
+    let mut h = Sha256::new();
+    for rel in files {
+        let bytes = std::fs::read(dir.join(&rel))?;
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update([0]);
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "__pycache__" || name.ends_with(".pyc") {
+            continue;
+        }
+        let ty = entry.file_type()?;
+        let path = entry.path();
+        if ty.is_dir() {
+            if !path.join("hevo.db").exists() {
+                collect_files(root, &path, out)?;
+            }
+        } else if ty.is_file() || ty.is_symlink() {
+            if let Ok(rel) = path.strip_prefix(root) {
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_defaults_and_resolves_entry() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("harness.toml"),
+            "entry = [\"python3\", \"h.py\"]\n[params]\nk = { values = [1, 2], default = 2 }\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("h.py"), "print(1)").unwrap();
+        let h = Harness::load(d.path()).unwrap();
+        assert_eq!(h.params_json(), "{\"k\":2}");
+        let argv = h.entry_argv();
+        assert_eq!(argv[0], "python3");
+        assert!(Path::new(&argv[1]).is_absolute());
+        let before = h.code_hash.clone();
+        std::fs::create_dir(d.path().join("__pycache__")).unwrap();
+        std::fs::write(d.path().join("__pycache__/x.pyc"), "zz").unwrap();
+        assert_eq!(content_hash(&h.dir).unwrap(), before);
+        std::fs::write(d.path().join("h.py"), "print(2)").unwrap();
+        assert_ne!(content_hash(&h.dir).unwrap(), before);
+    }
+
+    #[test]
+    fn bad_default_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("harness.toml"),
+            "entry = [\"x\"]\n[params]\nk = { values = [1, 2], default = 3 }\n",
+        )
+        .unwrap();
+        let err = Harness::load(d.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("harness.toml") && err.contains("default 3"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_manifest_names_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let err = Harness::load(d.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("harness.toml") && err.contains("missing"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! The one place where hevo starts a trial-side process (harness, prepare, scorer command).
+//!
+//! Every process goes through a [`Launcher`], so a sandbox can later wrap all of them by
+//! providing another implementation. [`LocalLauncher`] runs the command directly:
+//!
+//! ```text
+//! spawn (own process group, cleared env + given vars, stdin piped)
+//!   ├─ stdin writer: input bytes, then close
+//!   ├─ stdout/stderr readers: stream to trace files up to the cap, drain past it,
+//!   │                         keep a bounded tail of stdout
+//!   └─ wait ──exit──────────────► SIGKILL leftover group members ─► outcome
+//!          └─timeout/cancel──► SIGTERM group ─ grace ─► SIGKILL group ─► outcome
+//! ```
+
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use crate::cancel::{Cancel, CancelReason};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// What to run and under which limits.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The complete environment (nothing else is inherited).
+    pub env: Vec<(String, String)>,
+    /// Bytes written to stdin, which is then closed.
+    pub stdin: Vec<u8>,
+    /// Wall-clock limit; past it the process group is terminated.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL of the group.
+    pub grace: Duration,
+    /// Where stdout is streamed (up to `output_cap` bytes), if anywhere. The file is created
+    /// only when the stream is not empty.
+    pub stdout_path: Option<PathBuf>,
+    /// Where stderr is streamed (up to `output_cap` bytes), like `stdout_path`.
+    pub stderr_path: Option<PathBuf>,
+    /// Maximum bytes kept per stream on disk; the rest is read and dropped.
+    pub output_cap: u64,
+    /// How many bytes at the end of stdout are kept in memory (to find the answer line).
+    pub tail_bytes: usize,
+    /// When this turns `true` the process group is terminated as on a timeout.
+    pub cancel: Cancel,
+}
+
+/// How a launched process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal (not by us).
+    Signal(i32),
+    /// It ran past its timeout and its group was killed.
+    TimedOut,
+    /// The run was cancelled and its group was killed.
+    Cancelled,
+}
+
+/// Byte counts of one output stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Bytes the process wrote.
+    pub bytes: u64,
+    /// Whether the file on disk was cut at the cap.
+    pub truncated: bool,
+}
+
+/// The result of a launched process.
+#[derive(Clone, Debug)]
+pub struct ProcessOutcome {
+    /// How it ended.
+    pub exit: Exit,
+    /// Wall time from spawn to exit.
+    pub wall: Duration,
+    /// stdout byte counts.
+    pub stdout: StreamStats,
+    /// stderr byte counts.
+    pub stderr: StreamStats,
+    /// The last `tail_bytes` bytes of stdout.
+    pub stdout_tail: Vec<u8>,
+    /// The process id (also its process group id).
+    pub pid: u32,
+}
+
+/// Why a process could not be run at all (an infrastructure fault, not the harness's).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The command is empty.
+    #[error("empty command")]
+    EmptyCommand,
+    /// The process could not be started.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the process or writing its output failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A boxed future returned by [`Launcher::launch`].
+pub type LaunchFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ProcessOutcome, LaunchError>> + Send + 'a>>;
+
+/// Starts trial-side processes; the seam a sandbox implementation plugs into.
+pub trait Launcher: Send + Sync {
+    /// Runs `spec` to completion (or until its timeout or cancellation).
+    fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_>;
+}
+
+/// Runs processes directly on this machine, each in its own process group.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalLauncher;
+
+impl Launcher for LocalLauncher {
+    fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_> {
+        Box::pin(run_local(spec))
+    }
+}
+
+/// Process groups of the processes [`LocalLauncher`] is running right now.
+static RUNNING_GROUPS: std::sync::Mutex<std::collections::BTreeSet<i32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Sends SIGKILL to the process group of every process [`LocalLauncher`] is running (the
+/// second Ctrl-C: stop now, without the grace period). Returns how many groups were hit.
+pub fn kill_all_running() -> usize {
+    let groups = RUNNING_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    for &g in groups.iter() {
+        let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+    }
+    groups.len()
+}
+
+fn track_group(pgid: i32, running: bool) {
+    let mut groups = RUNNING_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    if running {
+        groups.insert(pgid);
+    } else {
+        groups.remove(&pgid);
+    }
+}
+
+/// How long readers may keep draining after the process group is gone (a member that left
+/// the group can hold a pipe open forever).
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, LaunchError> {
+    let Some(program) = spec.argv.first() else {
+        return Err(LaunchError::EmptyCommand);
+    };
+    // An absolute program path lets std use posix_spawn (vfork-like) instead of fork, which
+    // it cannot do when the child's PATH differs from ours and the program is a bare name.
+    let resolved = resolve_program(program, &spec.env);
+    let mut cmd = tokio::process::Command::new(&resolved);
+    cmd.args(&spec.argv[1..])
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    let pid = child.id().unwrap_or(0);
+    let pgid = Pid::from_raw(pid as i32);
+    track_group(pid as i32, true);
+
+    let stdin = child.stdin.take();
+    let input = spec.stdin;
+    let writer = tokio::spawn(async move {
+        if let Some(mut stdin) = stdin {
+            // A harness that exits without reading its input is not our failure.
+            let _ = stdin.write_all(&input).await;
+            let _ = stdin.shutdown().await;
+        }
+    });
+    let cap = spec.output_cap;
+    let out_reader = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(capture(s, spec.stdout_path.clone(), cap, spec.tail_bytes)));
+    let err_reader = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(capture(s, spec.stderr_path.clone(), cap, 0)));
+
+    let cancel = spec.cancel.clone();
+    let cancelled = cancel.cancelled();
+    let mut forced: Option<Exit> = None;
+    let status = tokio::select! {
+        status = child.wait() => Some(status),
+        _ = tokio::time::sleep(spec.timeout) => { forced = Some(Exit::TimedOut); None }
+        _ = cancelled => { forced = Some(Exit::Cancelled); None }
+    };
+    let status = match status {
+        Some(status) => status,
+        None => {
+            let _ = killpg(pgid, Signal::SIGTERM);
+            // The grace period ends early on a second signal (`CancelReason::Kill`).
+            let graceful = tokio::select! {
+                r = tokio::time::timeout(spec.grace, child.wait()) => r.ok(),
+                _ = cancel.reached(CancelReason::Kill) => None,
+            };
+            match graceful {
+                Some(status) => status,
+                None => {
+                    let _ = killpg(pgid, Signal::SIGKILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    let wall = start.elapsed();
+    // Leftover members of the group (background jobs) die with the trial.
+    let _ = killpg(pgid, Signal::SIGKILL);
+    track_group(pid as i32, false);
+    let status = status.map_err(|source| LaunchError::Io {
+        what: "waiting for the process",
+        source,
+    })?;
+    writer.abort();
+    let stdout = finish_reader(out_reader).await;
+    let stderr = finish_reader(err_reader).await;
+    let exit = match forced {
+        Some(f) => f,
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            match (status.code(), status.signal()) {
+                (Some(code), _) => Exit::Code(code),
+                (None, Some(sig)) => Exit::Signal(sig),
+                (None, None) => Exit::Code(-1),
+            }
+        }
+    };
+    Ok(ProcessOutcome {
+        exit,
+        wall,
+        stdout: stdout.0,
+        stderr: stderr.0,
+        stdout_tail: stdout.1,
+        pid,
+    })
+}
+
+/// Finds a bare program name on the child's `PATH`; anything else is returned unchanged.
+pub fn resolve_program(program: &str, env: &[(String, String)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(program);
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return candidate;
+            }
+        }
+    }
+    PathBuf::from(program)
+}
+
+async fn finish_reader(
+    reader: Option<tokio::task::JoinHandle<(StreamStats, Vec<u8>)>>,
+) -> (StreamStats, Vec<u8>) {
+    let Some(mut reader) = reader else {
+        return Default::default();
+    };
+    match tokio::time::timeout(DRAIN_LIMIT, &mut reader).await {
+        Ok(Ok(r)) => r,
+        _ => {
+            reader.abort();
+            (
+                StreamStats {
+                    bytes: 0,
+                    truncated: true,
+                },
+                Vec::new(),
+            )
+        }
+    }
+}
+
+/// Streams `src` into the file at `path` (created on the first byte) up to `cap` bytes,
+/// drains the rest, keeps the last `tail` bytes.
+async fn capture(
+    mut src: impl AsyncRead + Unpin,
+    mut path: Option<PathBuf>,
+    cap: u64,
+    tail: usize,
+) -> (StreamStats, Vec<u8>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut stats = StreamStats::default();
+    let mut kept: Vec<u8> = Vec::new();
+    let mut file: Option<std::fs::File> = None;
+    loop {
+        let n = match src.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        if let Some(p) = path.take() {
+            // Creating files costs more than the rest of a trial's bookkeeping on some file
+            // systems, so empty streams leave no file.
+            file = std::fs::File::create(p).ok();
+        }
+        if let Some(f) = file.as_mut() {
+            let room = cap.saturating_sub(stats.bytes) as usize;
+            let take = room.min(n);
+            if take > 0 && f.write_all(&chunk[..take]).is_err() {
+                file = None;
+            }
+            if take < n {
+                stats.truncated = true;
+            }
+        }
+        stats.bytes += n as u64;
+        if tail > 0 {
+            kept.extend_from_slice(chunk);
+            if kept.len() > 2 * tail {
+                kept.drain(..kept.len() - tail);
+            }
+        }
+    }
+    if kept.len() > tail {
+        kept.drain(..kept.len() - tail);
+    }
+    (stats, kept)
+}
+
+/// The variables every trial-side process inherits from hevo's own environment: `PATH`,
+/// `LANG`, `LC_*`, `TZ` and `TMPDIR`; `HOME` is set to `home`. Nothing else passes
+/// (in particular no provider key).
+pub fn base_env(home: &Path) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    let mut has_path = false;
+    for (k, v) in std::env::vars_os() {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            continue;
+        };
+        if k == "PATH" || k == "LANG" || k == "TZ" || k == "TMPDIR" || k.starts_with("LC_") {
+            has_path |= k == "PATH";
+            env.push((k.to_string(), v.to_string()));
+        }
+    }
+    if !has_path {
+        env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    env.push(("HOME".into(), home.to_string_lossy().into_owned()));
+    env
+}
+
+/// `prefix` with `.suffix` appended to its file name (`traces/t1/0` -> `traces/t1/0.stdout`).
+pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut s = prefix.as_os_str().to_os_string();
+    s.push(".");
+    s.push(suffix);
+    PathBuf::from(s)
+}

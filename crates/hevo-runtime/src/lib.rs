@@ -1,0 +1,40 @@
+//! hevo's evaluation runtime: running harnesses on tasks and recording what happened.
+//!
+//! - [`task`]: a task and its split (types only);
+//! - [`suite`]: task suites (tasks, splits, groups) loaded and validated;
+//! - [`harness`]: the harness manifest (`harness.toml`), its only reader and writer;
+//! - [`scorer`]: turning an answer into an outcome (`label`, `exact`, `command`, `program`);
+//! - [`launch`]: the one seam through which every trial-side process starts
+//!   ([`launch::Launcher`]; the sandbox wraps it), its environment and process-group kill;
+//! - [`trial`]: one harness process on one task (working directory, environment, limits);
+//! - [`executor`]: running many trials in parallel, longest first;
+//! - [`model_access`]: the gateway key of each trial and its spend;
+//! - [`store`]: the SQLite store (one writer, exact resume);
+//! - [`cancel`]: the process's one cancellation token, with its reason;
+//! - [`rt`]: the process's one async runtime;
+//! - [`evaluator`]: an evaluation context kept open across batches (store, suite,
+//!   candidates, `prepare`); the search holds one for the whole run;
+//! - [`eval`]: `hevo eval`: plan (validate everything) and run one batch;
+//! - [`report`]: an evaluation's result, read back from the store;
+//! - [`spend`]: model calls, tokens and dollars, the one type for them.
+//!
+//! It knows nothing of strategies or of the search: those are `hevo-strategy` and
+//! `hevo-search`, which call into this crate.
+#![warn(missing_docs)]
+
+pub mod cancel;
+pub mod eval;
+pub mod evaluator;
+pub mod executor;
+pub mod harness;
+pub mod launch;
+pub mod model_access;
+mod prepare;
+pub mod report;
+pub mod rt;
+pub mod scorer;
+pub mod spend;
+pub mod store;
+pub mod suite;
+pub mod task;
+pub mod trial;

@@ -1,0 +1,231 @@
+//! How trials reach the model layer: a fresh gateway key per trial, its spend on close, and
+//! every call persisted in the run's store.
+//!
+//! The trial runner asks a [`ModelAccess`] for credentials right before it starts a harness
+//! process and returns them right after the process ends; the key is valid only in between
+//! (a later call gets 401), so every call is attributed to exactly one trial. Harness code
+//! only ever receives the gateway's URL and this key, never a provider key.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hevo_llm::{CallRecord, Caps, Gateway, LedgerSink, TrialKey, TrialUsage};
+
+/// Where a harness's model SDKs are pointed (the gateway) and the key valid for one trial.
+///
+/// Until the model layer provides a gateway, [`ModelEnv::offline`] points to an address
+/// where nothing listens, so a harness that calls a model fails fast instead of reaching a
+/// real provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelEnv {
+    /// `OPENAI_BASE_URL` given to the harness.
+    pub openai_base_url: String,
+    /// `OPENAI_API_KEY` given to the harness.
+    pub openai_api_key: String,
+    /// `ANTHROPIC_BASE_URL` given to the harness.
+    pub anthropic_base_url: String,
+    /// `ANTHROPIC_API_KEY` given to the harness.
+    pub anthropic_api_key: String,
+}
+
+impl ModelEnv {
+    /// No live gateway: URLs point to a closed local port, keys are placeholders.
+    pub fn offline() -> ModelEnv {
+        ModelEnv {
+            openai_base_url: "http://127.0.0.1:9/v1".into(),
+            openai_api_key: "hevo-no-gateway".into(),
+            anthropic_base_url: "http://127.0.0.1:9".into(),
+            anthropic_api_key: "hevo-no-gateway".into(),
+        }
+    }
+
+    /// The four variables as `(name, value)` pairs.
+    pub fn vars(&self) -> [(String, String); 4] {
+        [
+            ("OPENAI_BASE_URL".into(), self.openai_base_url.clone()),
+            ("OPENAI_API_KEY".into(), self.openai_api_key.clone()),
+            ("ANTHROPIC_BASE_URL".into(), self.anthropic_base_url.clone()),
+            ("ANTHROPIC_API_KEY".into(), self.anthropic_api_key.clone()),
+        ]
+    }
+}
+
+/// An open trial's credentials, returned to [`ModelAccess::close`].
+#[derive(Debug)]
+pub struct Ticket(TrialKey);
+
+/// Hands out per-trial model credentials and reports each trial's spend.
+pub trait ModelAccess: Send + Sync {
+    /// Opens a trial: the variables that point its SDKs at the gateway with a fresh key.
+    /// Calls are traced to `<trace_dir>/model_calls.jsonl`.
+    fn open(&self, trial_id: &str, trace_dir: &Path) -> Result<(ModelEnv, Ticket), String>;
+    /// Expires the trial's key and returns its totals (spend, cap and upstream faults).
+    fn close(&self, ticket: Ticket) -> TrialUsage;
+}
+
+impl std::fmt::Debug for dyn ModelAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelAccess")
+    }
+}
+
+/// [`ModelAccess`] over a running gateway.
+#[derive(Clone)]
+pub struct GatewayAccess {
+    gateway: Gateway,
+    openai_base_url: String,
+    anthropic_base_url: String,
+    trial_caps: Caps,
+}
+
+impl GatewayAccess {
+    /// Access through `gateway` (served at the given base URLs), each trial capped by `caps`.
+    pub fn new(
+        gateway: Gateway,
+        openai_base_url: String,
+        anthropic_base_url: String,
+        trial_caps: Caps,
+    ) -> Self {
+        GatewayAccess {
+            gateway,
+            openai_base_url,
+            anthropic_base_url,
+            trial_caps,
+        }
+    }
+}
+
+impl ModelAccess for GatewayAccess {
+    fn open(&self, trial_id: &str, trace_dir: &Path) -> Result<(ModelEnv, Ticket), String> {
+        let key = self
+            .gateway
+            .open_trial(trial_id, trace_dir, self.trial_caps)
+            .map_err(|e| e.to_string())?;
+        let env = ModelEnv {
+            openai_base_url: self.openai_base_url.clone(),
+            openai_api_key: key.as_str().to_string(),
+            anthropic_base_url: self.anthropic_base_url.clone(),
+            anthropic_api_key: key.as_str().to_string(),
+        };
+        Ok((env, Ticket(key)))
+    }
+
+    fn close(&self, ticket: Ticket) -> TrialUsage {
+        self.gateway.close_trial(&ticket.0)
+    }
+}
+
+/// A [`LedgerSink`] that writes every model call into the run's SQLite store
+/// (`model_calls`), next to the trial rows.
+///
+/// It holds its own connection (WAL allows the trial writer and this one to take turns; a
+/// busy timeout makes them wait for each other instead of failing).
+pub struct SqliteSink {
+    conn: Mutex<rusqlite::Connection>,
+    path: PathBuf,
+}
+
+impl SqliteSink {
+    /// Opens (creating the schema if needed) the store at `path`.
+    pub fn open(path: &Path) -> Result<SqliteSink, crate::store::StoreError> {
+        // Opening through the store creates the schema and sets WAL.
+        drop(crate::store::Store::open(path)?);
+        let conn =
+            rusqlite::Connection::open(path).map_err(|source| crate::store::StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
+        Ok(SqliteSink {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl LedgerSink for SqliteSink {
+    fn record(&self, r: &CallRecord) {
+        let at = TrialRef::parse(&r.trial_id);
+        let conn = self.conn.lock().expect("ledger connection lock");
+        let result = conn.execute(
+            "INSERT INTO model_calls (trial_key, model, input_tokens, cached_tokens, output_tokens, \
+             cost_usd, latency_ms, cache_hit, status, candidate_id, trial_index, task_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            rusqlite::params![
+                r.trial_id,
+                r.model,
+                r.input_tokens as i64,
+                r.cached_tokens as i64,
+                r.output_tokens as i64,
+                r.cost_usd,
+                r.latency_ms.round() as i64,
+                r.cache_hit,
+                r.status.as_str(),
+                at.candidate,
+                at.trial_index,
+                at.task,
+            ],
+        );
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "cannot record a model call in the store");
+        }
+    }
+}
+
+/// The candidate, trial index and task a ledger trial id names.
+///
+/// Trial ids are `<run>/c<candidate>/<trial index>/<task id>` (the task last, so a task id
+/// may hold `/`); `prepare` is `<run>/c<candidate>/prepare`. Other ids (e.g. a proposer's)
+/// name none of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrialRef {
+    /// The candidate's store id.
+    pub candidate: Option<i64>,
+    /// The trial index.
+    pub trial_index: Option<u32>,
+    /// The task id.
+    pub task: Option<String>,
+}
+
+impl TrialRef {
+    /// Parses a ledger trial id (see the type's documentation).
+    pub fn parse(trial_id: &str) -> TrialRef {
+        let mut parts = trial_id.splitn(4, '/');
+        let _run = parts.next();
+        let Some(candidate) = parts
+            .next()
+            .and_then(|c| c.strip_prefix('c'))
+            .and_then(|c| c.parse().ok())
+        else {
+            return TrialRef::default();
+        };
+        let trial_index = parts.next().and_then(|i| i.parse().ok());
+        let task = trial_index.and(parts.next()).map(str::to_string);
+        TrialRef {
+            candidate: Some(candidate),
+            trial_index,
+            task,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trial_ids_name_candidate_trial_and_task() {
+        let r = TrialRef::parse("eval-x/c3/1/group/task-7");
+        assert_eq!(r.candidate, Some(3));
+        assert_eq!(r.trial_index, Some(1));
+        assert_eq!(r.task.as_deref(), Some("group/task-7"));
+        let p = TrialRef::parse("run/c2/prepare");
+        assert_eq!((p.candidate, p.trial_index, p.task), (Some(2), None, None));
+        assert_eq!(TrialRef::parse("proposer/iter-1"), TrialRef::default());
+    }
+}

@@ -1,0 +1,397 @@
+//! Scorers: turn a harness's answer into an outcome in `[0, 1]`.
+//!
+//! - `label`: the answer and `expected` compared as normalized text (case, surrounding
+//!   whitespace and runs of whitespace ignored); an `expected` list accepts any of its items.
+//! - `exact`: JSON equality (numbers compared by value, strings trimmed).
+//! - `command`: a test command run in the trial's working directory after the harness exits;
+//!   exit 0 passes. Or a `tests` folder of scripts, giving the fraction that pass.
+//! - `program`: an external process reads `{"answer", "expected", "input"}` on stdin and
+//!   prints a score in `[0, 1]`.
+//!
+//! Scorer processes start through the same [`Launcher`] seam as harnesses. A scorer that
+//! breaks (cannot start, prints no score) is a fault of the suite, reported as an error the
+//! trial turns into `infra_error`; a failing test is just a low score.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::harness::resolve_argv;
+use crate::launch::{base_env, with_suffix, Exit, LaunchSpec, Launcher};
+use crate::task::Task;
+
+/// The `[scorer]` table of `suite.toml`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ScorerConfig {
+    /// Normalized text equality.
+    Label {},
+    /// JSON equality.
+    Exact {},
+    /// A test command or a folder of test scripts, run in the working directory.
+    Command {
+        /// The test command; `{suite}` in an argument is replaced by the suite directory.
+        #[serde(default)]
+        command: Option<Vec<String>>,
+        /// A folder (relative to the suite) of test scripts: `tests/<task id>/` if it
+        /// exists, else the scripts directly in `tests/`.
+        #[serde(default)]
+        tests: Option<String>,
+        /// Time limit per test process in seconds (default 60).
+        #[serde(default)]
+        timeout_s: Option<f64>,
+    },
+    /// An external scoring program.
+    Program {
+        /// The program; arguments naming files in the suite are made absolute.
+        command: Vec<String>,
+        /// Time limit in seconds (default 60).
+        #[serde(default)]
+        timeout_s: Option<f64>,
+    },
+}
+
+impl ScorerConfig {
+    /// Checks the configuration against the suite directory; returns one message per problem.
+    pub fn validate(&self, suite_dir: &Path) -> Vec<String> {
+        let mut problems = Vec::new();
+        match self {
+            ScorerConfig::Label {} | ScorerConfig::Exact {} => {}
+            ScorerConfig::Command {
+                command,
+                tests,
+                timeout_s,
+            } => {
+                match (command, tests) {
+                    (None, None) => problems.push(
+                        "[scorer] kind = \"command\" needs `command = [...]` or `tests = \"tests\"`"
+                            .into(),
+                    ),
+                    (Some(c), _) if c.is_empty() => {
+                        problems.push("[scorer] `command` must not be empty".into())
+                    }
+                    _ => {}
+                }
+                if let Some(t) = tests {
+                    if !suite_dir.join(t).is_dir() {
+                        problems.push(format!(
+                            "[scorer] `tests` folder `{t}` does not exist in the suite directory"
+                        ));
+                    }
+                }
+                check_timeout(*timeout_s, &mut problems);
+            }
+            ScorerConfig::Program { command, timeout_s } => {
+                if command.is_empty() {
+                    problems.push("[scorer] `command` must not be empty".into());
+                }
+                check_timeout(*timeout_s, &mut problems);
+            }
+        }
+        problems
+    }
+}
+
+fn check_timeout(t: Option<f64>, problems: &mut Vec<String>) {
+    if let Some(t) = t {
+        if !(t.is_finite() && t > 0.0) {
+            problems.push(format!("[scorer] `timeout_s` = {t} must be positive"));
+        }
+    }
+}
+
+/// Why a scorer could not produce a score.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScoreError {
+    /// A scorer process could not be run.
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
+    /// The scoring program failed or printed no valid score.
+    #[error("scoring program: {0}")]
+    Program(String),
+    /// The tests folder could not be read.
+    #[error("cannot read tests folder `{}`: {source}", path.display())]
+    Tests {
+        /// The folder.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Scoring was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Everything a scorer may look at for one trial.
+#[derive(Debug)]
+pub struct ScoreContext<'a> {
+    /// The harness's answer.
+    pub answer: &'a Value,
+    /// The task (with `expected`).
+    pub task: &'a Task,
+    /// The trial's working directory, as the harness left it.
+    pub workdir: &'a Path,
+    /// The suite directory.
+    pub suite_dir: &'a Path,
+    /// The trial's trace prefix (see [`crate::trial::TrialRequest::trace_prefix`]).
+    pub trace_prefix: &'a Path,
+    /// Time between SIGTERM and SIGKILL of a scorer process's group.
+    pub grace: Duration,
+    /// Maximum bytes of a scorer process's stdout and stderr kept.
+    pub output_cap: u64,
+    /// Cancellation of the run.
+    pub cancel: Cancel,
+}
+
+/// A ready-to-use scorer.
+#[derive(Clone, Debug)]
+pub struct Scorer {
+    config: ScorerConfig,
+}
+
+impl Scorer {
+    /// Builds the scorer a suite configures.
+    pub fn new(config: ScorerConfig) -> Scorer {
+        Scorer { config }
+    }
+
+    /// Scores one answer; the outcome is in `[0, 1]`.
+    pub async fn score(
+        &self,
+        launcher: &dyn Launcher,
+        ctx: ScoreContext<'_>,
+    ) -> Result<f64, ScoreError> {
+        match &self.config {
+            ScorerConfig::Label {} => Ok(bool_score(label_match(ctx.answer, &ctx.task.expected))),
+            ScorerConfig::Exact {} => Ok(bool_score(json_eq(ctx.answer, &ctx.task.expected))),
+            ScorerConfig::Command {
+                command,
+                tests,
+                timeout_s,
+            } => {
+                let timeout = secs(*timeout_s);
+                let mut runs: Vec<Vec<String>> = Vec::new();
+                if let Some(cmd) = command {
+                    let suite = ctx.suite_dir.to_string_lossy();
+                    runs.push(cmd.iter().map(|a| a.replace("{suite}", &suite)).collect());
+                }
+                if let Some(t) = tests {
+                    runs.extend(test_scripts(&ctx.suite_dir.join(t), &ctx.task.id)?);
+                }
+                let mut passed = 0usize;
+                for (i, argv) in runs.iter().enumerate() {
+                    let out = launcher
+                        .launch(scorer_spec(&ctx, argv.clone(), ctx.workdir, timeout, i))
+                        .await?;
+                    match out.exit {
+                        Exit::Code(0) => passed += 1,
+                        Exit::Cancelled => return Err(ScoreError::Cancelled),
+                        _ => {}
+                    }
+                }
+                Ok(passed as f64 / runs.len().max(1) as f64)
+            }
+            ScorerConfig::Program { command, timeout_s } => {
+                let argv = resolve_argv(command, ctx.suite_dir);
+                let spec = scorer_spec(&ctx, argv, ctx.suite_dir, secs(*timeout_s), 0);
+                let out = launcher.launch(spec).await?;
+                match out.exit {
+                    Exit::Code(0) => {}
+                    Exit::Cancelled => return Err(ScoreError::Cancelled),
+                    Exit::TimedOut => return Err(ScoreError::Program("timed out".into())),
+                    other => {
+                        return Err(ScoreError::Program(format!("ended with {other:?}")));
+                    }
+                }
+                parse_score(&out.stdout_tail).map_err(ScoreError::Program)
+            }
+        }
+    }
+}
+
+fn secs(t: Option<f64>) -> Duration {
+    Duration::from_secs_f64(t.unwrap_or(60.0))
+}
+
+fn bool_score(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+fn scorer_spec(
+    ctx: &ScoreContext<'_>,
+    argv: Vec<String>,
+    cwd: &Path,
+    timeout: Duration,
+    i: usize,
+) -> LaunchSpec {
+    let mut env = base_env(ctx.workdir);
+    env.push((
+        "HEVO_SUITE_DIR".into(),
+        ctx.suite_dir.to_string_lossy().into(),
+    ));
+    env.push(("HEVO_WORKDIR".into(), ctx.workdir.to_string_lossy().into()));
+    env.push(("HEVO_TASK_ID".into(), ctx.task.id.clone()));
+    let payload = serde_json::json!({
+        "answer": ctx.answer,
+        "expected": ctx.task.expected,
+        "input": ctx.task.input,
+    });
+    let mut stdin = serde_json::to_vec(&payload).unwrap_or_default();
+    stdin.push(b'\n');
+    LaunchSpec {
+        argv,
+        cwd: cwd.to_path_buf(),
+        env,
+        stdin,
+        timeout,
+        grace: ctx.grace,
+        stdout_path: Some(with_suffix(ctx.trace_prefix, &format!("scorer-{i}.stdout"))),
+        stderr_path: Some(with_suffix(ctx.trace_prefix, &format!("scorer-{i}.stderr"))),
+        output_cap: ctx.output_cap,
+        tail_bytes: 4096,
+        cancel: ctx.cancel.clone(),
+    }
+}
+
+/// The test scripts for one task: `dir/<task id>/*` if that folder exists, else `dir/*`.
+fn test_scripts(dir: &Path, task_id: &str) -> Result<Vec<Vec<String>>, ScoreError> {
+    let per_task = dir.join(task_id);
+    let dir = if per_task.is_dir() {
+        per_task
+    } else {
+        dir.to_path_buf()
+    };
+    let read = std::fs::read_dir(&dir).map_err(|source| ScoreError::Tests {
+        path: dir.clone(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = read
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    Ok(files
+        .into_iter()
+        .map(|p| {
+            let s = p.to_string_lossy().into_owned();
+            match p.extension().and_then(|e| e.to_str()) {
+                Some("sh") => vec!["bash".into(), s],
+                Some("py") => vec!["python3".into(), s],
+                _ => vec![s],
+            }
+        })
+        .collect())
+}
+
+/// Reads a score from a program's output: the last non-empty line, a number or
+/// `{"score": x}`, which must lie in `[0, 1]`.
+pub fn parse_score(tail: &[u8]) -> Result<f64, String> {
+    let text = String::from_utf8_lossy(tail);
+    let line = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .ok_or("printed nothing; print a score in [0, 1] as the last line")?;
+    let v: Value = serde_json::from_str(line)
+        .map_err(|_| format!("last line `{line}` is not a number in [0, 1]"))?;
+    let x = match &v {
+        Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(bool_score(*b)),
+        Value::Object(o) => o.get("score").and_then(Value::as_f64),
+        _ => None,
+    }
+    .ok_or_else(|| format!("last line `{line}` is not a number in [0, 1]"))?;
+    if !(0.0..=1.0).contains(&x) {
+        return Err(format!("score {x} is outside [0, 1]"));
+    }
+    Ok(x)
+}
+
+fn label_text(v: &Value) -> String {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// `label` equality: normalized text; an `expected` list accepts any of its items.
+pub fn label_match(answer: &Value, expected: &Value) -> bool {
+    let a = label_text(answer);
+    match expected {
+        Value::Array(items) => items.iter().any(|e| label_text(e) == a),
+        e => label_text(e) == a,
+    }
+}
+
+/// `exact` equality: JSON values equal, numbers by value, strings with whitespace trimmed.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::String(x), Value::String(y)) => x.trim() == y.trim(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn label_normalizes() {
+        assert!(label_match(&json!(" Positive "), &json!("positive")));
+        assert!(label_match(&json!("a  b"), &json!(["x", "A B"])));
+        assert!(!label_match(&json!("neg"), &json!("negative")));
+    }
+
+    #[test]
+    fn exact_compares_json() {
+        assert!(json_eq(&json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
+        assert!(!json_eq(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+        assert!(!json_eq(&json!("1"), &json!(1)));
+    }
+
+    #[test]
+    fn scores_parse() {
+        assert_eq!(parse_score(b"0.5\n"), Ok(0.5));
+        assert_eq!(parse_score(b"x\n{\"score\": 1}\n"), Ok(1.0));
+        assert!(parse_score(b"1.5").is_err());
+        assert!(parse_score(b"").is_err());
+    }
+
+    #[test]
+    fn config_parses_and_validates() {
+        let c: ScorerConfig = toml::from_str("kind = \"command\"\ncommand = [\"true\"]").unwrap();
+        assert!(c.validate(Path::new("/")).is_empty());
+        let c: ScorerConfig = toml::from_str("kind = \"command\"").unwrap();
+        assert_eq!(c.validate(Path::new("/")).len(), 1);
+        assert!(toml::from_str::<ScorerConfig>("kind = \"label\"\nfoo = 1").is_err());
+    }
+}

@@ -1,0 +1,415 @@
+//! One trial: one harness process on one task, in a fresh working directory, scored.
+//!
+//! A trial makes a temporary working directory outside the suite, copies the task's
+//! `files` into it, writes `params.json`, starts the harness through the [`Launcher`] seam
+//! with a cleared environment (an allowlist plus the `HEVO_*` and model-gateway variables),
+//! reads the answer from the last non-empty stdout line and hands it to the scorer. It
+//! classifies the result into a [`TrialStatus`]; it never writes to the store (the executor
+//! does, once, when the trial has finished).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::launch::{base_env, with_suffix, Exit, LaunchSpec, Launcher};
+
+use crate::harness::Harness;
+use crate::model_access::{ModelAccess, ModelEnv};
+use crate::scorer::{ScoreContext, Scorer};
+use crate::task::Task;
+use hevo_llm::TrialUsage;
+use sha2::{Digest, Sha256};
+
+/// How a trial ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialStatus {
+    /// Scored with outcome 1.
+    Pass,
+    /// Scored with an outcome below 1 (partial credit keeps its value).
+    Fail,
+    /// The harness crashed, exited non-zero or printed no parsable answer (outcome 0).
+    HarnessError,
+    /// The harness ran past its time limit (outcome 0).
+    Timeout,
+    /// A fault of ours (spawn failure, scorer failure, IO): retried, never scored.
+    InfraError,
+    /// A model call went over a per-trial or per-run cap (HTTP 429 from the gateway):
+    /// scored as outcome 0, like a timeout.
+    BudgetExceeded,
+}
+
+impl TrialStatus {
+    /// All statuses, in report order.
+    pub const ALL: [TrialStatus; 6] = [
+        TrialStatus::Pass,
+        TrialStatus::Fail,
+        TrialStatus::HarnessError,
+        TrialStatus::Timeout,
+        TrialStatus::InfraError,
+        TrialStatus::BudgetExceeded,
+    ];
+
+    /// The status's name as stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialStatus::Pass => "pass",
+            TrialStatus::Fail => "fail",
+            TrialStatus::HarnessError => "harness_error",
+            TrialStatus::Timeout => "timeout",
+            TrialStatus::InfraError => "infra_error",
+            TrialStatus::BudgetExceeded => "budget_exceeded",
+        }
+    }
+
+    /// Parses a stored status name.
+    pub fn parse(s: &str) -> Option<TrialStatus> {
+        TrialStatus::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Whether the trial counts in scores (everything but `infra_error`).
+    pub fn is_scored(self) -> bool {
+        self != TrialStatus::InfraError
+    }
+}
+
+/// Limits and places shared by all trials of an evaluation.
+#[derive(Clone, Debug)]
+pub struct TrialSettings {
+    /// Per-trial wall-clock limit.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL of a trial's process group.
+    pub grace: Duration,
+    /// Maximum bytes of stdout and of stderr kept in the trace directory.
+    pub output_cap: u64,
+    /// Where working directories are created (a fresh one per trial, removed afterwards).
+    pub work_root: PathBuf,
+    /// The model gateway variables (used when `model_access` is `None`).
+    pub model_env: ModelEnv,
+    /// Per-trial gateway keys and spend; `None` gives every trial `model_env` as it is.
+    pub model_access: Option<Arc<dyn ModelAccess>>,
+    /// The read-only state directory written by `prepare`, if the harness has one.
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Which trial to run.
+#[derive(Clone, Debug)]
+pub struct TrialRequest<'a> {
+    /// The harness.
+    pub harness: &'a Harness,
+    /// The task.
+    pub task: &'a Task,
+    /// The suite directory (for scorers).
+    pub suite_dir: &'a Path,
+    /// The 0-based repetition index.
+    pub trial_index: u32,
+    /// The id given to the harness in `HEVO_TRIAL_ID`.
+    pub trial_id: String,
+    /// Trace files are `<trace_prefix>.stdout`, `.stderr` and `.scorer-<i>.stdout/.stderr`
+    /// (its parent directory is created if needed).
+    pub trace_prefix: PathBuf,
+    /// Cancels the trial (its process group is killed) when it turns `true`.
+    pub cancel: Cancel,
+}
+
+/// What one trial produced.
+#[derive(Clone, Debug)]
+pub struct TrialResult {
+    /// The score in `[0, 1]` (0 for harness errors and timeouts).
+    pub outcome: f64,
+    /// How it ended.
+    pub status: TrialStatus,
+    /// Wall time of the harness process in milliseconds.
+    pub wall_ms: u64,
+    /// The cause, for everything but a clean pass or fail.
+    pub error: Option<String>,
+    /// The parsed answer, when there was one.
+    pub answer: Option<Value>,
+    /// Whether the run was cancelled while this trial ran (it is then not recorded).
+    pub cancelled: bool,
+    /// What its model calls spent (zero without a gateway).
+    pub usage: TrialUsage,
+}
+
+impl TrialResult {
+    fn infra(error: String) -> TrialResult {
+        TrialResult {
+            outcome: 0.0,
+            status: TrialStatus::InfraError,
+            wall_ms: 0,
+            error: Some(error),
+            answer: None,
+            cancelled: false,
+            usage: TrialUsage::default(),
+        }
+    }
+}
+
+/// The id a trial-side process sees as `HEVO_TRIAL_ID`: a hash of the ledger's trial id,
+/// unique per trial but telling nothing (no task id, no candidate, no run).
+pub fn opaque_id(trial_id: &str) -> String {
+    hex::encode(&Sha256::digest(trial_id.as_bytes())[..8])
+}
+
+/// How many bytes at the end of stdout are searched for the answer line.
+pub const ANSWER_TAIL_BYTES: usize = 256 * 1024;
+
+/// Runs one trial to completion and classifies it. Never panics on harness misbehaviour.
+///
+/// A harness that failed while the model backend was failing (an upstream error after the
+/// gateway's retries) is not blamed: the trial becomes `infra_error` and is retried.
+pub async fn run_trial(
+    launcher: &dyn Launcher,
+    scorer: &Scorer,
+    settings: &TrialSettings,
+    req: TrialRequest<'_>,
+) -> TrialResult {
+    let mut result = run_trial_inner(launcher, scorer, settings, req).await;
+    if result.usage.backend_errors > 0
+        && matches!(
+            result.status,
+            TrialStatus::HarnessError | TrialStatus::Timeout
+        )
+    {
+        result.status = TrialStatus::InfraError;
+        let cause = result.error.take().unwrap_or_default();
+        result.error = Some(format!(
+            "{} model call(s) failed upstream after retries; the harness then failed: {cause}",
+            result.usage.backend_errors
+        ));
+    }
+    result
+}
+
+async fn run_trial_inner(
+    launcher: &dyn Launcher,
+    scorer: &Scorer,
+    settings: &TrialSettings,
+    req: TrialRequest<'_>,
+) -> TrialResult {
+    let workdir = match tempfile::Builder::new()
+        .prefix("hevo-trial-")
+        .tempdir_in(&settings.work_root)
+    {
+        Ok(d) => d,
+        Err(e) => return TrialResult::infra(format!("cannot create a working directory: {e}")),
+    };
+    let wd = workdir.path().to_path_buf();
+    if let Some(files) = &req.task.files {
+        if let Err(e) = copy_tree(files, &wd, &[]) {
+            return TrialResult::infra(format!(
+                "cannot copy task files from `{}`: {e}",
+                files.display()
+            ));
+        }
+    }
+    let params = req.harness.params_json();
+    if let Err(e) = std::fs::write(wd.join("params.json"), &params) {
+        return TrialResult::infra(format!("cannot write params.json: {e}"));
+    }
+    if let Some(parent) = req.trace_prefix.parent() {
+        if !parent.is_dir() {
+            if let Err(e) = std::fs::create_dir_all(parent) {
+                return TrialResult::infra(format!(
+                    "cannot create trace directory `{}`: {e}",
+                    parent.display()
+                ));
+            }
+        }
+    }
+    let mut env = base_env(&wd);
+    env.push(("HEVO_PARAMS".into(), params));
+    env.push(("HEVO_TRIAL_ID".into(), opaque_id(&req.trial_id)));
+    if let Some(state) = &settings.state_dir {
+        env.push((
+            "HEVO_STATE_DIR".into(),
+            state.to_string_lossy().into_owned(),
+        ));
+    }
+    let ticket = match &settings.model_access {
+        Some(access) => match access.open(&req.trial_id, &req.trace_prefix) {
+            Ok((model_env, ticket)) => {
+                env.extend(model_env.vars());
+                Some(ticket)
+            }
+            Err(e) => return TrialResult::infra(format!("cannot open a gateway key: {e}")),
+        },
+        None => {
+            env.extend(settings.model_env.vars());
+            None
+        }
+    };
+    let mut stdin = serde_json::to_vec(&req.task.input).unwrap_or_default();
+    stdin.push(b'\n');
+    let spec = LaunchSpec {
+        argv: req.harness.entry_argv(),
+        cwd: wd.clone(),
+        env,
+        stdin,
+        timeout: settings.timeout,
+        grace: settings.grace,
+        stdout_path: Some(with_suffix(&req.trace_prefix, "stdout")),
+        stderr_path: Some(with_suffix(&req.trace_prefix, "stderr")),
+        output_cap: settings.output_cap,
+        tail_bytes: ANSWER_TAIL_BYTES,
+        cancel: req.cancel.clone(),
+    };
+    let launched = launcher.launch(spec).await;
+    // The key expires as soon as the harness is gone: nothing else can spend on its behalf.
+    let usage = match (&settings.model_access, ticket) {
+        (Some(access), Some(ticket)) => access.close(ticket),
+        _ => TrialUsage::default(),
+    };
+    let out = match launched {
+        Ok(out) => out,
+        Err(e) => return TrialResult::infra(e.to_string()),
+    };
+    let wall_ms = out.wall.as_millis() as u64;
+    let mut result = TrialResult {
+        outcome: 0.0,
+        status: TrialStatus::HarnessError,
+        wall_ms,
+        error: None,
+        answer: None,
+        cancelled: false,
+        usage,
+    };
+    if usage.budget_exceeded {
+        result.status = TrialStatus::BudgetExceeded;
+        result.error =
+            Some("a model call went over a budget cap (HTTP 429 from the gateway)".into());
+        return result;
+    }
+    match out.exit {
+        Exit::Cancelled => {
+            result.cancelled = true;
+            result.status = TrialStatus::InfraError;
+            result.error = Some("cancelled".into());
+            return result;
+        }
+        Exit::TimedOut => {
+            result.status = TrialStatus::Timeout;
+            result.error = Some(format!(
+                "timed out after {:.1} s; the process group was killed",
+                settings.timeout.as_secs_f64()
+            ));
+            return result;
+        }
+        Exit::Signal(sig) => {
+            result.error = Some(format!("killed by signal {sig}"));
+            return result;
+        }
+        Exit::Code(code) if code != 0 => {
+            result.error = Some(format!("exited with code {code}"));
+            return result;
+        }
+        Exit::Code(_) => {}
+    }
+    let (answer, _meta) = match parse_answer(&out.stdout_tail) {
+        Ok(a) => a,
+        Err(e) => {
+            result.error = Some(e);
+            return result;
+        }
+    };
+    let ctx = ScoreContext {
+        answer: &answer,
+        task: req.task,
+        workdir: &wd,
+        suite_dir: req.suite_dir,
+        trace_prefix: &req.trace_prefix,
+        grace: settings.grace,
+        output_cap: settings.output_cap,
+        cancel: req.cancel.clone(),
+    };
+    match scorer.score(launcher, ctx).await {
+        Ok(outcome) => {
+            result.outcome = outcome;
+            result.status = if outcome >= 1.0 {
+                TrialStatus::Pass
+            } else {
+                TrialStatus::Fail
+            };
+        }
+        Err(e) => {
+            result.status = TrialStatus::InfraError;
+            result.error = Some(format!("scorer: {e}"));
+        }
+    }
+    result.answer = Some(answer);
+    drop(workdir);
+    result
+}
+
+/// Finds the answer in the tail of stdout: the last non-empty line, parsed as JSON; an
+/// object with an `answer` key gives that value (the whole object is returned as metadata).
+pub fn parse_answer(tail: &[u8]) -> Result<(Value, Option<Value>), String> {
+    let text = String::from_utf8_lossy(tail);
+    let Some(line) = text.lines().rev().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err(
+            "no answer: stdout was empty (print the answer as JSON on the last line)".into(),
+        );
+    };
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(obj)) if obj.contains_key("answer") => {
+            let answer = obj.get("answer").cloned().unwrap_or(Value::Null);
+            Ok((answer, Some(Value::Object(obj))))
+        }
+        Ok(v) => Ok((v, None)),
+        Err(e) => {
+            let shown: String = line.chars().take(200).collect();
+            Err(format!(
+                "the last stdout line is not JSON ({e}): `{shown}` (print e.g. \"positive\" \
+                 with quotes, or {{\"answer\": ...}})"
+            ))
+        }
+    }
+}
+
+/// Copies the contents of `from` into `to` (recursively; symlinks are followed), leaving
+/// out directories whose name is in `skip`. The one tree copy of the engine: task files
+/// into a working directory (nothing skipped) and harness code into the archive.
+pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        if src.is_dir() {
+            if skip.iter().any(|d| entry.file_name() == *d) {
+                continue;
+            }
+            copy_tree(&src, &dst, skip)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_is_last_nonempty_line() {
+        let (a, m) = parse_answer(b"log line\n{\"answer\": 3, \"why\": \"x\"}\n\n").unwrap();
+        assert_eq!(a, serde_json::json!(3));
+        assert!(m.is_some());
+        let (a, _) = parse_answer(b"\"positive\"\n").unwrap();
+        assert_eq!(a, serde_json::json!("positive"));
+        assert!(parse_answer(b"positive\n").is_err());
+        assert!(parse_answer(b"  \n").is_err());
+    }
+
+    #[test]
+    fn base_env_drops_provider_keys() {
+        let env = base_env(Path::new("/tmp/x"));
+        assert!(env.iter().all(|(k, _)| !k.contains("API_KEY")));
+        assert!(env.iter().any(|(k, v)| k == "HOME" && v == "/tmp/x"));
+    }
+}

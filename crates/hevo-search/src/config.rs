@@ -1,0 +1,435 @@
+//! `hevo.toml`: the configuration of one search run, typed and validated.
+//!
+//! Every key is documented in `docs/config.md`. Unknown keys and bad values are errors that
+//! name the file, the key and the fix (exit code 2), before anything runs. Relative paths
+//! are resolved against the directory that holds `hevo.toml`.
+
+use hevo_strategy::strategy::StrategyKind;
+use hevo_strategy::vocab::{parse_estimator, StrategyName, StrategyOptions, UnknownName};
+use std::path::{Path, PathBuf};
+
+use hevo_llm::ModelLayerConfig;
+use serde::Deserialize;
+
+/// The name of the configuration file looked for in a run directory.
+pub const CONFIG_FILE: &str = "hevo.toml";
+
+/// The whole `hevo.toml`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Run name (default: the name of the directory holding `hevo.toml`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The task suite directory.
+    pub suite: PathBuf,
+    /// The starting harness directories (Phase 0 evaluates each on the whole val split).
+    pub seeds: Vec<PathBuf>,
+    /// Seed of every random choice (subsets, proposals); the same seed gives the same run.
+    #[serde(default)]
+    pub seed: u64,
+    /// Where runs are written (default: `runs/<name>` next to `hevo.toml`).
+    #[serde(default)]
+    pub run_dir: Option<PathBuf>,
+    /// A command run once (in the config's directory) when the suite is missing, to build it.
+    #[serde(default)]
+    pub setup: Option<Vec<String>>,
+    /// The model layer: backends, model routes, prices, caps and the response cache
+    /// (`docs/models.md`). Absent: the embedded local model. An empty `[model]` table: no
+    /// model at all (for harnesses that call none).
+    #[serde(default)]
+    pub model: Option<ModelLayerConfig>,
+    /// Who proposes new candidates.
+    #[serde(default)]
+    pub proposer: ProposerConfig,
+    /// The size of the search.
+    #[serde(default)]
+    pub search: SearchConfig,
+    /// How candidates are evaluated.
+    #[serde(default)]
+    pub evaluation: EvaluationConfig,
+    /// Hard limits on the whole run.
+    #[serde(default)]
+    pub budget: BudgetConfig,
+}
+
+/// `[proposer]`: where new candidates come from.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProposerConfig {
+    /// `params` (built in, offline), `agent` (a coding-agent CLI) or `llm` (one model call).
+    #[serde(default = "default_proposer")]
+    pub kind: String,
+    /// `agent` preset: `claude` or `codex`.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// `agent` command line (overrides the preset); `{prompt}` is replaced by the prompt.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Time limit of one proposer call, in seconds.
+    #[serde(default = "default_proposer_timeout")]
+    pub timeout_s: u64,
+    /// `llm`: the model (a route of `[model]`) that writes the new harness file
+    /// (default: the model layer's default model).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `llm`: most tokens of the reply.
+    #[serde(default = "default_proposer_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_proposer_max_tokens() -> u32 {
+    8192
+}
+
+fn default_proposer() -> String {
+    "params".into()
+}
+
+fn default_proposer_timeout() -> u64 {
+    1800
+}
+
+impl Default for ProposerConfig {
+    fn default() -> Self {
+        ProposerConfig {
+            kind: default_proposer(),
+            preset: None,
+            command: None,
+            timeout_s: default_proposer_timeout(),
+            model: None,
+            max_tokens: default_proposer_max_tokens(),
+        }
+    }
+}
+
+/// `[search]`: how long the outer loop runs.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Number of proposal iterations after Phase 0.
+    #[serde(default = "default_iterations")]
+    pub iterations: u32,
+    /// Candidates the proposer writes per iteration (k).
+    #[serde(default = "default_k")]
+    pub candidates_per_iteration: u32,
+    /// Trials per (candidate, task) (r).
+    #[serde(default = "default_trials")]
+    pub trials: u32,
+    /// Concurrent trials (default: number of cores).
+    #[serde(default)]
+    pub jobs: Option<usize>,
+}
+
+fn default_iterations() -> u32 {
+    10
+}
+
+fn default_k() -> u32 {
+    3
+}
+
+fn default_trials() -> u32 {
+    1
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            iterations: default_iterations(),
+            candidates_per_iteration: default_k(),
+            trials: default_trials(),
+            jobs: None,
+        }
+    }
+}
+
+/// `[evaluation]`: which tasks each candidate sees and how its score is estimated.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationConfig {
+    /// A strategy name of [`hevo_strategy::vocab::StrategyName`]; `recommended` (the
+    /// default) is `default`.
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    /// Share of the validation tasks a sampling strategy evaluates per candidate.
+    #[serde(default = "default_rho")]
+    pub rho: f64,
+    /// Estimator for `coevolve`: a name of [`hevo_strategy::vocab::ESTIMATORS`].
+    #[serde(default = "default_estimator")]
+    pub estimator: String,
+}
+
+fn default_strategy() -> String {
+    "recommended".into()
+}
+
+fn default_rho() -> f64 {
+    0.2
+}
+
+fn default_estimator() -> String {
+    "auto".into()
+}
+
+impl EvaluationConfig {
+    /// The strategy this section names, with its options (validated names; an unknown name
+    /// is an error naming what is accepted).
+    pub fn kind(&self) -> Result<StrategyKind, UnknownName> {
+        let name: StrategyName = self.strategy.parse()?;
+        let options = StrategyOptions {
+            estimator: parse_estimator(&self.estimator)?,
+            ..StrategyOptions::default()
+        };
+        Ok(name.kind(&options))
+    }
+}
+
+impl Default for EvaluationConfig {
+    fn default() -> Self {
+        EvaluationConfig {
+            strategy: default_strategy(),
+            rho: default_rho(),
+            estimator: default_estimator(),
+        }
+    }
+}
+
+/// `[budget]`: hard limits; the run stops cleanly (resumable) when one is reached.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Maximum number of trials (evaluations) in the whole run.
+    #[serde(default)]
+    pub max_evaluations: Option<u64>,
+    /// Maximum dollars spent on model calls (harnesses and proposer).
+    #[serde(default)]
+    pub max_usd: Option<f64>,
+    /// Maximum wall time of the run, in seconds.
+    #[serde(default)]
+    pub max_wall_s: Option<u64>,
+}
+
+/// Why a configuration could not be used (always the user's to fix).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has an unknown key or a value of the wrong type.
+    #[error("{}{location}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// `:line:column` when known.
+        location: String,
+        /// What is wrong (toml's message names the key).
+        message: String,
+    },
+    /// A value is out of its allowed range.
+    #[error("`{}`: `{key}` {problem}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The dotted key.
+        key: String,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+}
+
+impl RunConfig {
+    /// Finds `hevo.toml` at `path` (a file, or a directory holding one) and loads it.
+    pub fn load(path: &Path) -> Result<(RunConfig, PathBuf), ConfigError> {
+        let file = if path.is_dir() {
+            path.join(CONFIG_FILE)
+        } else {
+            path.to_path_buf()
+        };
+        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let config = RunConfig::parse(&text, &file)?;
+        Ok((config, file))
+    }
+
+    /// Parses and validates the text of a `hevo.toml` read from `file`.
+    pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
+        let config: RunConfig = toml::from_str(text).map_err(|e| {
+            let location = e
+                .span()
+                .map(|span| {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    let col = span.start - text[..span.start].rfind('\n').map_or(0, |i| i + 1) + 1;
+                    format!(":{line}:{col}")
+                })
+                .unwrap_or_default();
+            ConfigError::Parse {
+                path: file.to_path_buf(),
+                location,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        config.validate(file)?;
+        Ok(config)
+    }
+
+    /// Checks every value (after command-line overrides, too).
+    pub fn validate(&self, file: &Path) -> Result<(), ConfigError> {
+        let bad = |key: &str, problem: String| ConfigError::Invalid {
+            path: file.to_path_buf(),
+            key: key.into(),
+            problem,
+        };
+        if self.seeds.is_empty() {
+            return Err(bad(
+                "seeds",
+                "is empty: list at least one starting harness directory".into(),
+            ));
+        }
+        if !["params", "agent", "llm"].contains(&self.proposer.kind.as_str()) {
+            return Err(bad(
+                "proposer.kind",
+                format!(
+                    "is `{}`: use `params`, `agent` or `llm`",
+                    self.proposer.kind
+                ),
+            ));
+        }
+        if self.proposer.kind == "agent" {
+            match (&self.proposer.preset, &self.proposer.command) {
+                (None, None) => {
+                    return Err(bad("proposer.preset", "is missing: an `agent` proposer needs `preset = \"claude\"` or `\"codex\"`, or a `command`".into()))
+                }
+                (Some(p), None) if p != "claude" && p != "codex" => {
+                    return Err(bad("proposer.preset", format!("is `{p}`: use `claude` or `codex`, or give a `command`")))
+                }
+                (_, Some(c)) if c.is_empty() => return Err(bad("proposer.command", "is empty: give the program and its arguments".into())),
+                _ => {}
+            }
+        }
+        if self.search.candidates_per_iteration == 0 {
+            return Err(bad(
+                "search.candidates_per_iteration",
+                "is 0: use at least 1".into(),
+            ));
+        }
+        if self.search.trials == 0 {
+            return Err(bad("search.trials", "is 0: use at least 1".into()));
+        }
+        if self.search.jobs == Some(0) {
+            return Err(bad(
+                "search.jobs",
+                "is 0: use at least 1, or leave it out for the number of cores".into(),
+            ));
+        }
+        if let Err(e) = self.evaluation.strategy.parse::<StrategyName>() {
+            return Err(bad("evaluation.strategy", e.to_string()));
+        }
+        if !(self.evaluation.rho > 0.0 && self.evaluation.rho <= 1.0) {
+            return Err(bad(
+                "evaluation.rho",
+                format!(
+                    "is {}: use a share in (0, 1], e.g. 0.2",
+                    self.evaluation.rho
+                ),
+            ));
+        }
+        if let Err(e) = parse_estimator(&self.evaluation.estimator) {
+            return Err(bad("evaluation.estimator", e.to_string()));
+        }
+        if let Some(v) = self.budget.max_usd {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(
+                    "budget.max_usd",
+                    format!("is {v}: use a positive number of dollars"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's name: `name`, or the name of the directory holding the config file.
+    pub fn run_name(&self, config_file: &Path) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            config_file
+                .parent()
+                .and_then(|d| std::fs::canonicalize(d).ok())
+                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "run".into())
+        })
+    }
+
+    /// A path from the config, resolved against the config file's directory.
+    pub fn resolve(&self, config_file: &Path, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            config_file.parent().unwrap_or(Path::new(".")).join(path)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<RunConfig, ConfigError> {
+        RunConfig::parse(text, Path::new("dir/hevo.toml"))
+    }
+
+    #[test]
+    fn minimal_config_gets_documented_defaults() {
+        let c = parse("suite = \"suite\"\nseeds = [\"a\"]\n").unwrap();
+        assert!(
+            c.model.is_none(),
+            "no [model] means the embedded local model"
+        );
+        assert_eq!(c.proposer.kind, "params");
+        assert_eq!(c.search.iterations, 10);
+        assert_eq!(c.search.candidates_per_iteration, 3);
+        assert_eq!(c.evaluation.strategy, "recommended");
+        assert_eq!(c.evaluation.rho, 0.2);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let err = parse("suite = \"s\"\nseeds = [\"a\"]\n[search]\niteratons = 3\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("dir/hevo.toml:4:"), "{msg}");
+        assert!(msg.contains("iteratons"), "{msg}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_fix() {
+        let cases = [
+            ("[evaluation]\nstrategy = \"fast\"", "evaluation.strategy"),
+            ("[evaluation]\nrho = 1.5", "evaluation.rho"),
+            ("[proposer]\nkind = \"agent\"", "proposer.preset"),
+            ("[search]\ntrials = 0", "search.trials"),
+            ("[model]\nbackend = \"openai\"", "backend"),
+            ("[budget]\nmax_usd = -1.0", "budget.max_usd"),
+        ];
+        for (extra, key) in cases {
+            let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");
+            let msg = parse(&text).unwrap_err().to_string();
+            assert!(msg.contains(key), "{extra}: {msg}");
+        }
+    }
+
+    #[test]
+    fn empty_seeds_are_rejected() {
+        let msg = parse("suite = \"s\"\nseeds = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("seeds"), "{msg}");
+    }
+}

@@ -1,0 +1,57 @@
+//! The `agent` proposer: a coding-agent CLI run inside the archive.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::agent::{run_agent, AgentCall, AgentOutcome};
+use super::{ProposeContext, ProposeError, Proposer};
+use hevo_runtime::cancel::Cancel;
+use hevo_runtime::launch::Launcher;
+use hevo_runtime::model_access::ModelEnv;
+
+/// The `agent` proposer: a coding-agent CLI run inside the archive.
+pub struct AgentProposer {
+    /// Command line template (`{prompt}` is substituted).
+    pub command: Vec<String>,
+    /// Time limit of one call.
+    pub timeout: Duration,
+    /// Where transcripts go (`<dir>/iter-NNN/`), outside the archive.
+    pub transcripts: PathBuf,
+    /// Gateway variables for the agent's own model traffic.
+    pub model_env: ModelEnv,
+    /// The launcher (the sandbox seam).
+    pub launcher: Arc<dyn Launcher>,
+    /// The process's cancellation token.
+    pub cancel: Cancel,
+}
+
+impl Proposer for AgentProposer {
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn propose(&mut self, ctx: &ProposeContext<'_>) -> Result<(), ProposeError> {
+        let call = AgentCall {
+            command: self.command.clone(),
+            archive: ctx.archive.root().to_path_buf(),
+            transcript_dir: self.transcripts.join(format!("iter-{:03}", ctx.iteration)),
+            iteration: ctx.iteration,
+            k: ctx.k,
+            timeout: self.timeout,
+            model_env: self.model_env.clone(),
+            extra_env: vec![],
+            cancel: self.cancel.clone(),
+        };
+        match hevo_runtime::rt::block_on(run_agent(&*self.launcher, &call))
+            .map_err(|e| e.to_string())?
+        {
+            AgentOutcome::Finished => Ok(()),
+            AgentOutcome::Cancelled(reason) => Err(ProposeError::Cancelled(reason)),
+            AgentOutcome::Failed(why) => Err(why.into()),
+            AgentOutcome::TimedOut => {
+                Err(format!("the agent ran past its {} s limit", self.timeout.as_secs()).into())
+            }
+        }
+    }
+}

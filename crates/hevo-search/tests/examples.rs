@@ -1,0 +1,49 @@
+//! Every example's configuration and seed harnesses load, so a user's first command does
+//! not fail on a typo in what we ship.
+
+use std::path::Path;
+
+use hevo_runtime::harness::Harness;
+use hevo_search::config::RunConfig;
+
+#[test]
+fn every_example_config_and_seed_loads() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let dir = entry.unwrap().path();
+        let file = dir.join("hevo.toml");
+        if !file.exists() {
+            continue;
+        }
+        let (config, file) = RunConfig::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        for seed in &config.seeds {
+            let seed_dir = config.resolve(&file, seed);
+            Harness::load(&seed_dir).unwrap_or_else(|e| panic!("{}: {e}", seed_dir.display()));
+        }
+        seen += 1;
+    }
+    assert!(
+        seen >= 3,
+        "expected the classify, sentiment and threshold searches, saw {seen}"
+    );
+}
+
+#[test]
+fn the_classify_harnesses_pass_their_protocol_self_test() {
+    // examples/classify/test_harnesses.py runs both seed harnesses against a real local
+    // OpenAI-compatible HTTP server (Python, loopback) and checks the protocol, params,
+    // retrieval and calibration.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest", "examples/classify/test_harnesses.py"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

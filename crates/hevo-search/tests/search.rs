@@ -1,0 +1,411 @@
+//! The search loop end to end on the hand-written sentiment suite (no model needed):
+//! every strategy, the params proposer, a scripted stand-in agent, bad proposers, and the
+//! rule that no test outcome is reachable from the archive.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hevo_runtime::cancel::Cancel;
+use hevo_runtime::launch::LocalLauncher;
+use hevo_runtime::model_access::ModelEnv;
+use hevo_search::config::RunConfig;
+use hevo_search::proposer::Proposer;
+use hevo_search::proposer::{AgentProposer, ParamsProposer};
+use hevo_search::run::{run_search, SearchReport};
+use hevo_search::runner::{LiveRunner, RunnerSettings};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A search directory: the sentiment suite, its rule-based seed, and a `hevo.toml`.
+fn setup(extra: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = repo_root().join("examples/sentiment");
+    let dir = tmp.path().join("search");
+    copy(&src, &dir);
+    let config = format!(
+        "suite = \".\"\nseeds = [\"harness-rules\"]\nseed = 7\n[model]\n\
+         [search]\niterations = 2\ncandidates_per_iteration = 2\njobs = 2\n{extra}\n"
+    );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    (tmp, dir)
+}
+
+/// A fast search directory: `examples/threshold` (a bash seed harness with a `threshold`
+/// parameter; 6 is perfect), so every strategy can run in seconds.
+fn setup_fast(extra: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("search");
+    copy(&repo_root().join("examples/threshold"), &dir);
+    let _ = std::fs::remove_dir_all(dir.join("runs"));
+    let config = format!(
+        "suite = \".\"\nseeds = [\"seed\"]\nseed = 11\n[model]\n\
+         [search]\niterations = 3\ncandidates_per_iteration = 2\njobs = 2\n{extra}\n"
+    );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    (tmp, dir)
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn search(dir: &Path, proposer: &mut dyn Proposer) -> SearchReport {
+    let (config, file) = RunConfig::load(dir).unwrap();
+    let run_dir = dir.join("runs/test-run");
+    let mut runner = LiveRunner::open(RunnerSettings {
+        run_dir: run_dir.clone(),
+        suite_dir: dir.to_path_buf(),
+        trials: 1,
+        jobs: 2,
+        model_env: ModelEnv::offline(),
+        model_access: None,
+        launcher: Arc::new(LocalLauncher),
+        cancel: Cancel::new(),
+        progress: None,
+    })
+    .unwrap();
+    run_search(&config, &file, &run_dir, &mut runner, proposer, &mut |_| {}).unwrap()
+}
+
+fn test_ids(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("tasks.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["split"] == "test")
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every file under `root`, as text.
+fn all_text(root: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(root).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out += &all_text(&p);
+        } else if let Ok(t) = std::fs::read_to_string(&p) {
+            out += &t;
+        }
+    }
+    out
+}
+
+#[test]
+fn params_search_runs_with_every_strategy_and_keeps_the_archive_clean() {
+    for strategy in [
+        "full",
+        "fixed",
+        "resample",
+        "coevolve",
+        "race",
+        "recommended",
+    ] {
+        let (_tmp, dir) = setup_fast(&format!(
+            "[evaluation]\nstrategy = \"{strategy}\"\nrho = 0.3\n"
+        ));
+        let report = search(&dir, &mut ParamsProposer::default());
+        // 1 seed + 3 iterations x 2 candidates, none rejected (the params proposer writes
+        // valid candidates, and the 10-configuration space has room).
+        assert_eq!(report.candidates.len(), 7, "{strategy}: {report:?}");
+        assert_eq!(report.rejected, 0, "{strategy}");
+        assert!(
+            (0.0..=1.0).contains(&report.pick.estimate.value),
+            "{strategy}: {:?}",
+            report.pick
+        );
+        // The seed (threshold 2) scores about 0.6; the search must find something better.
+        let seed = report.candidates.iter().find(|c| c.name == "seed").unwrap();
+        assert!(
+            report.pick.estimate.value > seed.estimate.value,
+            "{strategy}: {report:?}"
+        );
+        let archive = dir.join("runs/test-run/archive");
+        let summary = std::fs::read_to_string(archive.join("summary.jsonl")).unwrap();
+        assert_eq!(summary.lines().count(), 7, "{strategy}: {summary}");
+        assert!(archive.join("frontier.json").exists());
+        assert!(archive.join("SKILL.md").exists());
+        for c in std::fs::read_dir(archive.join("candidates")).unwrap() {
+            let c = c.unwrap().path();
+            assert!(c.join("code/harness.toml").exists(), "{}", c.display());
+            assert!(c.join("candidate.toml").exists());
+            assert!(c.join("scores.json").exists());
+        }
+        // Only validation tasks were evaluated: no test task id appears in the archive.
+        let text = all_text(&archive);
+        for id in test_ids(&dir) {
+            assert!(
+                !text.contains(&format!("\"{id}\"")),
+                "{strategy}: test task {id} in the archive"
+            );
+        }
+        if strategy == "full" {
+            // Full search: every candidate on all 40 val tasks.
+            assert_eq!(report.evaluations, 7 * 40);
+        } else {
+            assert!(
+                report.evaluations < 7 * 40,
+                "{strategy} spent {}",
+                report.evaluations
+            );
+        }
+    }
+}
+
+#[test]
+fn a_candidate_the_budget_never_reached_is_marked_not_sampled() {
+    // rho 0.02 of 40 val tasks: one racing batch or so for the whole run.
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"race\"\nrho = 0.02\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    let archive = dir.join("runs/test-run/archive");
+    let summary = std::fs::read_to_string(archive.join("summary.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = summary
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), report.candidates.len());
+    let unsampled: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["outcome"].as_str().unwrap().starts_with("not sampled"))
+        .collect();
+    assert!(!unsampled.is_empty(), "{summary}");
+    for line in &lines {
+        let name = line["name"].as_str().unwrap();
+        let scores: serde_json::Value = std::fs::read_dir(archive.join("candidates"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .ends_with(&format!("-{name}"))
+            })
+            .map(|p| {
+                serde_json::from_slice(&std::fs::read(p.join("scores.json")).unwrap()).unwrap()
+            })
+            .unwrap();
+        let sampled = line["outcome"] == "evaluated";
+        let tasks = scores["tasks_used"].as_u64().unwrap();
+        assert_eq!(sampled, tasks > 0, "{name}: {line} vs {scores}");
+    }
+}
+
+#[test]
+fn a_second_run_reuses_every_trial_and_gives_the_same_pick() {
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"recommended\"\nrho = 0.3\n");
+    let first = search(&dir, &mut ParamsProposer::default());
+    let db = dir.join("runs/test-run/hevo.db");
+    let count = |db: &Path| -> i64 {
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = count(&db);
+    let second = search(&dir, &mut ParamsProposer::default());
+    assert_eq!(
+        count(&db),
+        before,
+        "a finished run must not run trials again"
+    );
+    assert_eq!(first.pick.name, second.pick.name);
+    assert_eq!(first.pick.estimate, second.pick.estimate);
+}
+
+fn agent(dir: &Path, script: &str) -> AgentProposer {
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, script).unwrap();
+    AgentProposer {
+        command: vec!["bash".into(), path.to_string_lossy().into_owned()],
+        timeout: Duration::from_secs(60),
+        transcripts: dir.join("runs/test-run/proposer"),
+        model_env: ModelEnv::offline(),
+        launcher: Arc::new(LocalLauncher),
+        cancel: Cancel::new(),
+    }
+}
+
+/// A stand-in coding agent: copies the best candidate in frontier.json and flips a parameter.
+const COPY_BEST_AGENT: &str = r#"
+set -e
+best=$(python3 -c 'import json; print(json.load(open("frontier.json"))[0]["dir"])')
+it=$(ls candidates | wc -l)
+name="agent-$it"
+mkdir -p "pending/$name"
+cp -r "$best/code/." "pending/$name/"
+sed -i 's/^name = .*/name = "'"$name"'"/' "pending/$name/harness.toml"
+if grep -q 'tie = { values = \["positive", "negative"\], default = "negative" }' "pending/$name/harness.toml"; then
+  sed -i 's/default = "negative" }/default = "positive" }/' "pending/$name/harness.toml"
+else
+  sed -i 's/default = "positive" }/default = "negative" }/' "pending/$name/harness.toml"
+fi
+printf 'name = "%s"\nparent = "x"\nhypothesis = "flip the tie rule"\naxis = "exploitation"\ncomponents = ["params"]\n' "$name" > "pending/$name/candidate.toml"
+echo "wrote $name"
+"#;
+
+#[test]
+fn a_scripted_agent_proposes_through_the_real_agent_protocol() {
+    let (_tmp, dir) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut proposer = agent(&dir, COPY_BEST_AGENT);
+    let report = search(&dir, &mut proposer);
+    assert_eq!(report.candidates.len(), 3, "{report:?}");
+    assert_eq!(report.rejected, 0);
+    let transcript = dir.join("runs/test-run/proposer/iter-001/stdout.txt");
+    assert!(std::fs::read_to_string(transcript)
+        .unwrap()
+        .contains("wrote agent-1"));
+}
+
+#[test]
+fn garbage_duplicates_and_silence_are_rejected_with_reasons() {
+    let script = r#"
+mkdir -p pending/garbage pending/dup pending/noentry
+echo 'this is not toml [' > pending/garbage/harness.toml
+printf 'name = "garbage"\n' > pending/garbage/candidate.toml
+cp -r candidates/000-*/code/. pending/dup/
+printf 'name = "harness-rules"\n' > pending/dup/candidate.toml
+printf 'entry = ["python3", "missing.py"]\n' > pending/noentry/harness.toml
+printf 'name = "noentry"\n' > pending/noentry/candidate.toml
+"#;
+    let (_tmp, dir) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut proposer = agent(&dir, script);
+    let report = search(&dir, &mut proposer);
+    // Iteration 1 rejects all three; iteration 2 rejects the same kinds again.
+    assert_eq!(report.candidates.len(), 1);
+    assert_eq!(report.rejected, 6);
+    let summary = std::fs::read_to_string(dir.join("runs/test-run/archive/summary.jsonl")).unwrap();
+    assert!(summary.contains("already taken"), "{summary}");
+    assert!(summary.contains("does not load"), "{summary}");
+    assert!(summary.contains("missing.py"), "{summary}");
+
+    // A proposer that writes nothing: the run still finishes, with the seed as the pick.
+    let (_tmp2, dir2) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut silent = agent(&dir2, "echo nothing to add\n");
+    let report = search(&dir2, &mut silent);
+    assert_eq!(report.candidates.len(), 1);
+    assert_eq!(report.pick.name, "harness-rules");
+}
+
+/// A real OpenAI-compatible HTTP server (Python, on loopback) that records each prompt and
+/// answers with a harness file fixed at threshold 6.
+const MOCK_MODEL: &str = r#"
+import http.server, json, sys, threading
+log = sys.argv[1]
+reply = "HYPOTHESIS: the boundary sits at 6\n```bash\nread -r line\nx=${line//[^0-9]/}\nif [ \"$x\" -ge 6 ]; then echo '{\"answer\": \"high\"}'; else echo '{\"answer\": \"low\"}'; fi\n```\n"
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with open(log, "a") as f:
+            f.write(json.dumps({"auth": self.headers.get("Authorization"), "prompt": body["messages"][0]["content"]}) + "\n")
+        out = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// Kills the mock server even when an assertion fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_llm_proposer_rewrites_the_best_harness_from_scores_and_failures() {
+    use hevo_search::proposer::llm::LlmProposer;
+    use std::io::BufRead;
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"full\"\n");
+    let log = dir.join("prompts.jsonl");
+    std::fs::write(dir.join("mock.py"), MOCK_MODEL).unwrap();
+    let mut server = std::process::Command::new("python3")
+        .arg(dir.join("mock.py"))
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let _server = KillOnDrop(server);
+    let mut port = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut port)
+        .unwrap();
+    let mut proposer = LlmProposer {
+        model: "m".into(),
+        model_env: ModelEnv {
+            openai_base_url: format!("http://127.0.0.1:{}/v1", port.trim()),
+            openai_api_key: "hevo-proposer-key".into(),
+            anthropic_base_url: String::new(),
+            anthropic_api_key: String::new(),
+        },
+        run_dir: dir.join("runs/test-run"),
+        timeout: Duration::from_secs(30),
+        max_tokens: 1000,
+    };
+    let report = search(&dir, &mut proposer);
+    // The first rewrite is perfect: it becomes the pick.
+    assert_eq!(report.pick.estimate.value, 1.0, "{report:?}");
+    assert!(report.pick.name.contains(".llm1c"), "{report:?}");
+    let summary = std::fs::read_to_string(dir.join("runs/test-run/archive/summary.jsonl")).unwrap();
+    assert!(summary.contains("the boundary sits at 6"), "{summary}");
+    // What the model saw: scores, the code, failing inputs and traces; no test task, no
+    // expected answer field.
+    let first: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first["auth"], "Bearer hevo-proposer-key");
+    let prompt = first["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("seed: 0.") && prompt.contains("harness.sh"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("### task t"),
+        "no failing task shown:\n{prompt}"
+    );
+    assert!(!prompt.contains("expected"), "{prompt}");
+    for id in test_ids(&dir) {
+        assert!(
+            !prompt.contains(&format!("task {id}\n")),
+            "test task {id} in the prompt"
+        );
+    }
+}
+
+#[test]
+fn the_evaluation_budget_stops_the_search_cleanly() {
+    let (_tmp, dir) =
+        setup_fast("[evaluation]\nstrategy = \"full\"\n[budget]\nmax_evaluations = 100\n");
+    let report = search(&dir, &mut ParamsProposer::default());
+    // Phase 0 (40) and one iteration of 2 full candidates (80) would be 120 > 100: the run
+    // stops before the batch that would cross the budget, and still reports its pick.
+    assert!(report.evaluations <= 100, "{report:?}");
+    let why = report.stopped_early.as_deref().unwrap_or("");
+    assert!(why.contains("budget of 100"), "{report:?}");
+    assert!(report.pick.estimate.value.is_finite());
+}
