@@ -180,18 +180,32 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     })?;
     let mut proposer: Box<dyn Proposer> = match config.proposer.kind.as_str() {
         "agent" => {
-            let command = match (&config.proposer.command, &config.proposer.preset) {
-                (Some(c), _) => c.clone(),
-                (None, Some(p)) => hevo_search::proposer::agent::preset_command(p)
-                    .ok_or_else(|| user(format!("unknown agent preset `{p}`")))?,
+            let preset = config.proposer.preset.as_deref().map(|p| {
+                hevo_search::proposer::agent_preset::preset(p, config.proposer.model.as_deref())
+                    .ok_or_else(|| user(format!("unknown agent preset `{p}`")))
+            });
+            let preset = preset.transpose()?;
+            let (command, mut env, install) = match (&config.proposer.command, preset) {
+                (Some(c), p) => (
+                    c.clone(),
+                    p.as_ref().map(|p| p.env.clone()).unwrap_or_default(),
+                    None,
+                ),
+                (None, Some(p)) => (p.command, p.env, Some(p.install)),
                 (None, None) => {
                     return Err(user("an `agent` proposer needs `preset` or `command`"))
                 }
             };
+            // a missing agent is found now, before any evaluation
+            hevo_search::proposer::agent_preset::check_program(&command, install)
+                .map_err(|e| user(format!("{}: [proposer] {e}", config_file.display())))?;
+            env.extend(config.proposer.env.clone());
             Box::new(AgentProposer {
                 command,
                 timeout: Duration::from_secs(config.proposer.timeout_s),
                 transcripts: run_dir.join("proposer"),
+                home: run_dir.join("proposer").join("home"),
+                env,
                 model_env: model.proposer_env(&run_dir.join("proposer")),
                 launcher: launcher.clone(),
                 cancel: cancel.clone(),

@@ -39,6 +39,16 @@ impl CallStatus {
 pub struct CallRecord {
     /// The trial the call's key belongs to.
     pub trial_id: String,
+    /// The candidate the trial evaluates, when the key was opened with one
+    /// ([`TrialLabels::candidate_id`]).
+    #[serde(default)]
+    pub candidate_id: Option<String>,
+    /// The task the trial runs, when the key was opened with one ([`TrialLabels::task_id`]).
+    #[serde(default)]
+    pub task_id: Option<String>,
+    /// The API called, e.g. `openai.chat_completions` or `anthropic.messages`.
+    #[serde(default)]
+    pub endpoint: String,
     /// Position of the call within its trial (0, 1, ...).
     pub seq: u64,
     /// Milliseconds since the Unix epoch when the call arrived.
@@ -63,6 +73,16 @@ pub struct CallRecord {
     pub retries: u32,
     /// The error message, when `status` is not `ok`.
     pub error: Option<String>,
+}
+
+/// What a trial key is about, copied into each of its [`CallRecord`]s so per-candidate and
+/// per-task spending can be read off the ledger.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrialLabels {
+    /// The candidate (harness) the trial evaluates, or the proposer iteration's id.
+    pub candidate_id: Option<String>,
+    /// The task the trial runs.
+    pub task_id: Option<String>,
 }
 
 /// Receives every [`CallRecord`], in the order calls finish. Implementations must be cheap or

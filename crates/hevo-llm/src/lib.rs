@@ -36,14 +36,16 @@ mod price;
 mod types;
 
 pub use backend::{
-    AnthropicBackend, AnthropicConfig, Backend, Completion, GenerationTiming, LocalBackend,
-    LocalConfig, OpenAiBackend, OpenAiConfig, RetryPolicy,
+    AnthropicBackend, AnthropicConfig, Api, Backend, Completion, GenerationTiming, LocalBackend,
+    LocalConfig, OpenAiBackend, OpenAiConfig, RawBody, RawReply, RawRequest, RetryPolicy,
 };
 pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};
 pub use error::{BackendError, LlmError};
 pub use gateway::{Gateway, GatewayConfig, GatewayHandle, ModelRoute, TrialKey};
-pub use ledger::{CallRecord, CallStatus, Caps, LedgerSink, MemorySink, NullSink, TrialUsage};
+pub use ledger::{
+    CallRecord, CallStatus, Caps, LedgerSink, MemorySink, NullSink, TrialLabels, TrialUsage,
+};
 pub use price::{ModelPrice, PriceTable};
 pub use types::{
     ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenLogprob, TopLogprob, Usage,

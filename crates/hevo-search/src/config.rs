@@ -194,9 +194,15 @@ pub struct ProposerConfig {
     /// `agent` preset: `claude` or `codex`.
     #[serde(default)]
     pub preset: Option<String>,
-    /// `agent` command line (overrides the preset); `{prompt}` is replaced by the prompt.
+    /// `agent` command line (overrides the preset); `{prompt}` is replaced by the prompt,
+    /// `{openai_base_url}` / `{anthropic_base_url}` by the gateway's URLs.
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// `agent`: extra environment variables of the agent (after its preset's; `{agent_home}`
+    /// in a value is the agent's own home, outside the archive). The gateway's URL and key
+    /// variables and `HOME` are hevo's and cannot be set here.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Time limit of one proposer call, in seconds.
     #[serde(default = "default_proposer_timeout")]
     pub timeout_s: u64,
@@ -208,6 +214,15 @@ pub struct ProposerConfig {
     #[serde(default = "default_proposer_max_tokens")]
     pub max_tokens: u32,
 }
+
+/// Variables of the agent's environment that hevo owns: `[proposer] env` cannot set them.
+const RESERVED_AGENT_VARS: &[&str] = &[
+    "HOME",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+];
 
 fn default_proposer_max_tokens() -> u32 {
     8192
@@ -227,6 +242,7 @@ impl Default for ProposerConfig {
             kind: default_proposer(),
             preset: None,
             command: None,
+            env: Default::default(),
             timeout_s: default_proposer_timeout(),
             model: None,
             max_tokens: default_proposer_max_tokens(),
@@ -447,6 +463,14 @@ impl RunConfig {
                 _ => {}
             }
         }
+        for name in self.proposer.env.keys() {
+            if RESERVED_AGENT_VARS.contains(&name.as_str()) {
+                return Err(bad(
+                    "proposer.env",
+                    format!("sets `{name}`, which hevo sets for the agent: remove it"),
+                ));
+            }
+        }
         if self.search.candidates_per_iteration == 0 {
             return Err(bad(
                 "search.candidates_per_iteration",
@@ -562,6 +586,10 @@ mod tests {
             ("[evaluation]\nstrategy = \"fast\"", "evaluation.strategy"),
             ("[evaluation]\nrho = 1.5", "evaluation.rho"),
             ("[proposer]\nkind = \"agent\"", "proposer.preset"),
+            (
+                "[proposer]\nkind = \"agent\"\npreset = \"claude\"\nenv = { HOME = \"/x\" }",
+                "proposer.env",
+            ),
             ("[search]\ntrials = 0", "search.trials"),
             ("[model]\nbackend = \"openai\"", "backend"),
             ("[budget]\nmax_usd = -1.0", "budget.max_usd"),

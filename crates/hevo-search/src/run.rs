@@ -127,6 +127,19 @@ pub enum SearchError {
     /// The run was cancelled (a signal); everything finished is kept.
     #[error("stopped by {0}; run the same command again to resume")]
     Interrupted(CancelReason),
+    /// The proposer failed and left no valid candidate; the failure is in `summary.jsonl` with
+    /// the end of its transcript, and the iteration is not taken: the same command asks the
+    /// proposer again.
+    #[error(
+        "iteration {iteration}: the proposer failed and wrote no valid candidate: {cause}; \
+         fix the cause and run the same command again to retry the iteration"
+    )]
+    Proposer {
+        /// The iteration.
+        iteration: u32,
+        /// Why, with the end of the proposer's transcript.
+        cause: String,
+    },
     /// `[budget] max_evaluations` would be exceeded by the next batch of trials.
     #[error("the evaluation budget of {max_trials} trials is reached")]
     Budget {
@@ -502,7 +515,7 @@ pub fn run_search(
                 archive: &archive,
                 history,
             };
-            take_proposals(&ctx, &suite.config.name, proposer, log)?;
+            let failure = take_proposals(&ctx, &suite.config.name, proposer, log)?;
             let (accepted, rejected) = validate_pending(
                 &archive,
                 &candidates,
@@ -535,6 +548,31 @@ pub fn run_search(
                         outcome,
                     })
                     .map_err(io_err("cannot write the summary in", &archive_root))?;
+            }
+            if let Some(cause) = failure {
+                let outcome = format!("proposer failed: {cause}");
+                if !logged.contains(&(it, PROPOSER_LINE.to_string(), outcome.clone())) {
+                    archive
+                        .append_summary(&SummaryLine {
+                            iteration: it,
+                            name: PROPOSER_LINE.into(),
+                            estimate: None,
+                            ci_low: None,
+                            ci_high: None,
+                            delta_vs_best: None,
+                            hypothesis: String::new(),
+                            outcome,
+                        })
+                        .map_err(io_err("cannot write the summary in", &archive_root))?;
+                }
+                if accepted.is_empty() {
+                    // what it left is in rejected/; a rerun asks the proposer afresh
+                    clear_pending(&archive)?;
+                    return Err(SearchError::Proposer {
+                        iteration: it,
+                        cause,
+                    });
+                }
             }
             for (meta, code) in accepted {
                 let seq = candidates.len();
@@ -750,13 +788,18 @@ fn list_archived(archive: &Archive) -> Result<Vec<Candidate>, SearchError> {
     Ok(out)
 }
 
-/// Asks the proposer for `ctx.iteration` unless its candidates are already waiting.
+/// The `name` of a `summary.jsonl` line about the proposer itself (a failure), not a candidate.
+pub const PROPOSER_LINE: &str = "(proposer)";
+
+/// Asks the proposer for `ctx.iteration` unless its candidates are already waiting. Returns
+/// why the proposer failed, if it did (its iteration is then not marked as proposed: a
+/// rerun asks again).
 fn take_proposals(
     ctx: &ProposeContext<'_>,
     suite_name: &str,
     proposer: &mut dyn Proposer,
     log: &mut dyn FnMut(&str),
-) -> Result<(), SearchError> {
+) -> Result<Option<String>, SearchError> {
     let (archive, it, k) = (ctx.archive, ctx.iteration, ctx.k);
     let pending = archive.pending_dir();
     let marker = pending.join(".proposed");
@@ -768,7 +811,7 @@ fn take_proposals(
         log(&format!(
             "iteration {it}: using the candidates already in pending/"
         ));
-        return Ok(());
+        return Ok(None);
     }
     if has_candidates {
         // A deterministic proposer was interrupted: redo its proposal from scratch.
@@ -796,10 +839,13 @@ fn take_proposals(
         Ok(()) => {}
         // Not marked as taken: the same command asks the proposer again.
         Err(ProposeError::Cancelled(reason)) => return Err(SearchError::Interrupted(reason)),
-        Err(e) => log(&format!("iteration {it}: the proposer failed: {e}")),
+        Err(ProposeError::Failed(why)) => {
+            log(&format!("iteration {it}: the proposer failed: {why}"));
+            return Ok(Some(why));
+        }
     }
     std::fs::write(&marker, it.to_string()).map_err(io_err("cannot write", &marker))?;
-    Ok(())
+    Ok(None)
 }
 
 fn pending_dirs(pending: &Path) -> Result<impl Iterator<Item = PathBuf>, SearchError> {

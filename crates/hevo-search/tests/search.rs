@@ -64,6 +64,13 @@ fn copy(from: &Path, to: &Path) {
 }
 
 fn search(dir: &Path, proposer: &mut dyn Proposer) -> SearchReport {
+    try_search(dir, proposer).unwrap()
+}
+
+fn try_search(
+    dir: &Path,
+    proposer: &mut dyn Proposer,
+) -> Result<SearchReport, hevo_search::run::SearchError> {
     let (config, file) = RunConfig::load(dir).unwrap();
     let run_dir = dir.join("runs/test-run");
     let mut runner = LiveRunner::open(RunnerSettings {
@@ -78,7 +85,7 @@ fn search(dir: &Path, proposer: &mut dyn Proposer) -> SearchReport {
         progress: None,
     })
     .unwrap();
-    run_search(&config, &file, &run_dir, &mut runner, proposer, &mut |_| {}).unwrap()
+    run_search(&config, &file, &run_dir, &mut runner, proposer, &mut |_| {})
 }
 
 fn test_ids(dir: &Path) -> Vec<String> {
@@ -232,6 +239,8 @@ fn agent(dir: &Path, script: &str) -> AgentProposer {
         command: vec!["bash".into(), path.to_string_lossy().into_owned()],
         timeout: Duration::from_secs(60),
         transcripts: dir.join("runs/test-run/proposer"),
+        home: dir.join("runs/test-run/proposer/home"),
+        env: vec![],
         model_env: ModelEnv::offline(),
         launcher: Arc::new(LocalLauncher),
         cancel: Cancel::new(),
@@ -297,6 +306,42 @@ printf 'name = "noentry"\n' > pending/noentry/candidate.toml
     let report = search(&dir2, &mut silent);
     assert_eq!(report.candidates.len(), 1);
     assert_eq!(report.pick.name, "harness-rules");
+}
+
+/// A proposer that fails without a candidate stops the run with the cause, is recorded in
+/// `summary.jsonl` with the end of its transcript, and is asked again by the next run.
+#[test]
+fn a_failed_proposal_is_recorded_not_taken_and_retried() {
+    let (_tmp, dir) = setup("[evaluation]\nstrategy = \"full\"\n");
+    let mut failing = agent(
+        &dir,
+        "echo 'API Error: 400 tools are not supported' >&2\nexit 1\n",
+    );
+    let err = try_search(&dir, &mut failing).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("iteration 1: the proposer failed"),
+        "{message}"
+    );
+    assert!(message.contains("API Error: 400"), "{message}");
+    assert!(!err.is_user_error());
+    let archive = dir.join("runs/test-run/archive");
+    let summary = std::fs::read_to_string(archive.join("summary.jsonl")).unwrap();
+    let line = summary
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["name"] == hevo_search::run::PROPOSER_LINE)
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert_eq!(line["iteration"], 1);
+    assert!(line["outcome"]
+        .as_str()
+        .unwrap()
+        .contains("stderr.txt: API Error: 400 tools are not supported"));
+    assert!(!archive.join("pending/.proposed").exists());
+    // the same run with a working agent asks again for iteration 1 and finishes
+    let mut working = agent(&dir, COPY_BEST_AGENT);
+    let report = search(&dir, &mut working);
+    assert_eq!(report.candidates.len(), 3, "{report:?}");
 }
 
 /// A real OpenAI-compatible HTTP server (Python, on loopback) that records each prompt and

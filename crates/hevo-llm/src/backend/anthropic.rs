@@ -5,10 +5,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::forward::{forward_http, url, Api, RawReply, RawRequest};
 use super::retry::{send_json, RetryPolicy};
 use super::{read_key, Backend, Completion, DeltaSender};
 use crate::error::{BackendError, LlmError};
 use crate::types::{ChatRequest, ChatResponse, FinishReason, Usage};
+
+/// The API version sent when the caller named none.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Settings of an Anthropic upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +80,7 @@ impl AnthropicBackend {
             self.client
                 .post(&url)
                 .header("x-api-key", &self.key)
-                .header("anthropic-version", "2023-06-01")
+                .header("anthropic-version", ANTHROPIC_VERSION)
                 .json(&body)
         })
         .await?;
@@ -104,6 +108,35 @@ impl Backend for AnthropicBackend {
         _deltas: Option<DeltaSender>,
     ) -> BoxFuture<'_, Result<Completion, BackendError>> {
         Box::pin(self.call(request))
+    }
+
+    fn forwards(&self, api: Api) -> bool {
+        !api.is_openai()
+    }
+
+    fn forward(&self, request: RawRequest) -> BoxFuture<'_, Result<RawReply, BackendError>> {
+        Box::pin(async move {
+            let url = url(&format!("{}/v1", self.config.base_url), &request);
+            let has_version = request
+                .headers
+                .iter()
+                .any(|(n, _)| n == "anthropic-version");
+            forward_http(&self.config.retry, || {
+                let mut builder = self
+                    .client
+                    .post(&url)
+                    .header("x-api-key", &self.key)
+                    .json(&request.body);
+                if !has_version {
+                    builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
+                }
+                for (name, value) in &request.headers {
+                    builder = builder.header(name, value);
+                }
+                builder
+            })
+            .await
+        })
     }
 
     fn secret_env_vars(&self) -> Vec<String> {

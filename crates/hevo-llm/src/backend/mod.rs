@@ -5,6 +5,7 @@
 //! the gateway's; a backend never sees which trial a call belongs to.
 
 mod anthropic;
+mod forward;
 mod local;
 mod openai;
 mod retry;
@@ -13,6 +14,7 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc::UnboundedSender;
 
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
+pub use forward::{Api, RawBody, RawReply, RawRequest};
 pub use local::{LocalBackend, LocalConfig};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
@@ -67,6 +69,26 @@ pub trait Backend: Send + Sync {
         request: ChatRequest,
         deltas: Option<DeltaSender>,
     ) -> BoxFuture<'_, Result<Completion, BackendError>>;
+
+    /// True when this backend forwards requests of `api` unchanged to an upstream that speaks
+    /// it ([`Backend::forward`]). The gateway forwards every request of such an API that its
+    /// translation into a [`ChatRequest`] cannot carry exactly, and every stream.
+    fn forwards(&self, api: Api) -> bool {
+        let _ = api;
+        false
+    }
+
+    /// Sends `request` unchanged (but for this backend's key) to the upstream and returns its
+    /// answer, streamed when it is a stream. Only called when [`Backend::forwards`] is true.
+    fn forward(&self, request: RawRequest) -> BoxFuture<'_, Result<RawReply, BackendError>> {
+        Box::pin(async move {
+            Err(BackendError::BadRequest(format!(
+                "backend `{}` does not serve {}",
+                self.name(),
+                request.api.as_str()
+            )))
+        })
+    }
 
     /// Names of environment variables holding provider secrets this backend read. The engine
     /// removes them from every harness's environment.

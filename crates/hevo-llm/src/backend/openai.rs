@@ -5,6 +5,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::forward::{forward_http, url, Api, RawReply, RawRequest};
 use super::retry::{send_json, RetryPolicy};
 use super::{read_key, Backend, Completion, DeltaSender};
 use crate::error::{BackendError, LlmError};
@@ -100,6 +101,27 @@ impl Backend for OpenAiBackend {
         _deltas: Option<DeltaSender>,
     ) -> BoxFuture<'_, Result<Completion, BackendError>> {
         Box::pin(self.call(request))
+    }
+
+    fn forwards(&self, api: Api) -> bool {
+        api.is_openai()
+    }
+
+    fn forward(&self, request: RawRequest) -> BoxFuture<'_, Result<RawReply, BackendError>> {
+        Box::pin(async move {
+            let url = url(&self.config.base_url, &request);
+            forward_http(&self.config.retry, || {
+                let mut builder = self.client.post(&url).json(&request.body);
+                for (name, value) in &request.headers {
+                    builder = builder.header(name, value);
+                }
+                match &self.key {
+                    Some(key) => builder.bearer_auth(key),
+                    None => builder,
+                }
+            })
+            .await
+        })
     }
 
     fn secret_env_vars(&self) -> Vec<String> {

@@ -46,12 +46,7 @@ pub(crate) async fn send_json(
             Err(err) => (BackendError::Transport(err.to_string()), None),
             Ok(response) => {
                 let status = response.status();
-                let retry_after = response
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .map(Duration::from_secs_f64);
+                let retry_after = retry_after(&response);
                 match response.bytes().await {
                     Err(err) => (BackendError::Transport(err.to_string()), None),
                     Ok(body) if status.is_success() => {
@@ -83,6 +78,45 @@ pub(crate) async fn send_json(
         tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
         attempt += 1;
     }
+}
+
+/// Sends the request built by `build` until the upstream answers with a status that is not
+/// retried (success or a 4xx other than 429) or retries run out. Returns the response, body
+/// unread (so a stream can be passed on), and the number of retries.
+pub(crate) async fn send_raw(
+    policy: &RetryPolicy,
+    build: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<(reqwest::Response, u32), BackendError> {
+    let mut attempt = 0;
+    loop {
+        let (err, retry_after) = match build().send().await {
+            Err(err) => (BackendError::Transport(err.to_string()), None),
+            Ok(response) => {
+                let status = response.status().as_u16();
+                if status != 429 && status < 500 {
+                    return Ok((response, attempt));
+                }
+                let retry_after = retry_after(&response);
+                let body = response.bytes().await.unwrap_or_default();
+                let message = error_message(&body);
+                (BackendError::Upstream { status, message }, retry_after)
+            }
+        };
+        if attempt >= policy.max_retries {
+            return Err(err);
+        }
+        tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
+        attempt += 1;
+    }
+}
+
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(Duration::from_secs_f64)
 }
 
 /// The `error.message` of a provider error body, or the body itself.

@@ -1,91 +1,181 @@
-//! The Anthropic dialect: `POST /v1/messages` (plain and SSE).
+//! Anthropic's `POST /v1/messages` (plain and SSE) and `POST /v1/messages/count_tokens`:
+//! translated when it is plain chat, forwarded otherwise (see the module docs of `gateway`).
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::openai_api::{bearer, content_text};
-use super::{execute_streaming, random_id, Call, Dialect, Gateway};
+use super::call::execute_streaming;
+use super::forward::forward;
+use super::translate::{absent, check_fields, content_text, field};
+use super::{random_id, Call, Gateway, Refusal};
+use crate::backend::Api;
 use crate::types::{ChatMessage, ChatRequest, ChatResponse, FinishReason};
 
-#[derive(Deserialize)]
-struct WireRequest {
-    model: String,
-    max_tokens: u32,
-    messages: Vec<WireMessage>,
-    #[serde(default)]
-    system: Value,
-    temperature: Option<f32>,
-    top_p: Option<f32>,
-    stop_sequences: Option<Vec<String>>,
-    stream: Option<bool>,
-    tools: Option<Vec<Value>>,
+/// Fields a plain messages request sets, all carried by the translation (`metadata` only
+/// labels the call upstream).
+const FIELDS: &[&str] = &[
+    "model",
+    "max_tokens",
+    "messages",
+    "system",
+    "temperature",
+    "top_p",
+    "stop_sequences",
+    "stream",
+    "metadata",
+];
+
+/// Settings that change nothing when no tools are given, or that ask for the default.
+fn harmless(key: &str, value: &Value, has_tools: bool) -> bool {
+    let kind = value.get("type").and_then(Value::as_str);
+    match key {
+        "tool_choice" => !has_tools && matches!(kind, Some("none" | "auto")),
+        "thinking" => kind == Some("disabled"),
+        // automatic prompt caching: a hint, the answer is the same
+        "cache_control" => true,
+        _ => false,
+    }
 }
 
-#[derive(Deserialize)]
-struct WireMessage {
-    role: String,
-    content: Value,
-}
-
-fn parse(raw: Value) -> Result<(ChatRequest, bool), String> {
-    let wire: WireRequest =
-        serde_json::from_value(raw).map_err(|e| format!("invalid messages request: {e}"))?;
-    if wire.messages.is_empty() {
-        return Err("messages: at least one message is required".into());
-    }
-    if wire.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err("tools are not supported by hevo's gateway yet".into());
-    }
-    if let Some(t) = wire.temperature {
-        if !(0.0..=1.0).contains(&t) {
-            return Err(format!("temperature: must be between 0 and 1, got {t}"));
-        }
-    }
-    let mut messages = Vec::with_capacity(wire.messages.len() + 1);
-    if !wire.system.is_null() {
-        messages.push(ChatMessage::new(
-            "system",
-            content_text(wire.system, "system")?,
+/// Translates a messages request, or says why it cannot be carried exactly.
+fn parse(raw: &Value) -> Result<(ChatRequest, bool), Refusal> {
+    let Some(object) = raw.as_object() else {
+        return Err(Refusal::Invalid(
+            "the request body must be a JSON object".into(),
         ));
-    }
-    for (i, m) in wire.messages.into_iter().enumerate() {
-        if m.role != "user" && m.role != "assistant" {
-            return Err(format!(
-                "messages.{i}.role: must be `user` or `assistant`, got `{}`",
-                m.role
-            ));
+    };
+    let Some(max_tokens) = field::<u32>(object, "max_tokens")? else {
+        return Err(Refusal::Invalid(
+            "max_tokens: field required (the Messages API needs `max_tokens`)".into(),
+        ));
+    };
+    let has_tools = object.get("tools").is_some_and(|t| !absent(t));
+    check_fields(object, FIELDS, |k, v| harmless(k, v, has_tools), "")?;
+    let wire_messages = match object.get("messages") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        _ => {
+            return Err(Refusal::Invalid(
+                "messages: at least one message is required".into(),
+            ))
         }
-        let content = content_text(m.content, &format!("messages.{i}.content"))?;
-        messages.push(ChatMessage {
-            role: m.role,
-            content,
-        });
+    };
+    let temperature = field::<f32>(object, "temperature")?;
+    if let Some(t) = temperature {
+        if !(0.0..=1.0).contains(&t) {
+            return Err(Refusal::Invalid(format!(
+                "temperature: must be between 0 and 1, got {t}"
+            )));
+        }
+    }
+    let mut messages = Vec::with_capacity(wire_messages.len() + 1);
+    if let Some(system) = object.get("system").filter(|s| !s.is_null()) {
+        messages.push(ChatMessage::new("system", content_text(system, "system")?));
+    }
+    for (i, m) in wire_messages.iter().enumerate() {
+        let Some(m) = m.as_object() else {
+            return Err(Refusal::Invalid(format!("messages.{i}: must be an object")));
+        };
+        // Claude Code puts a `role: "system"` message inside `messages`
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some(role @ ("user" | "assistant" | "system")) => role,
+            other => {
+                return Err(Refusal::Invalid(format!(
+                    "messages.{i}.role: must be `user`, `assistant` or `system`, got {}",
+                    other.map_or("nothing".to_owned(), |r| format!("`{r}`"))
+                )))
+            }
+        };
+        check_fields(
+            m,
+            &["role", "content"],
+            |_, _| false,
+            &format!("messages.{i}."),
+        )?;
+        let content = content_text(
+            m.get("content").unwrap_or(&Value::Null),
+            &format!("messages.{i}.content"),
+        )?;
+        messages.push(ChatMessage::new(role, content));
     }
     let request = ChatRequest {
-        model: wire.model,
+        model: object
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         messages,
-        temperature: wire.temperature,
-        top_p: wire.top_p,
-        max_tokens: Some(wire.max_tokens),
-        stop: wire.stop_sequences.unwrap_or_default(),
+        temperature,
+        top_p: field(object, "top_p")?,
+        max_tokens: Some(max_tokens),
+        stop: field(object, "stop_sequences")?.unwrap_or_default(),
         seed: None,
         logprobs: false,
         top_logprobs: 0,
     };
-    Ok((request, wire.stream.unwrap_or(false)))
+    Ok((request, field::<bool>(object, "stream")?.unwrap_or(false)))
 }
 
-fn key(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| bearer(headers))
+/// `POST /v1/messages` (`?beta=true` is passed on to an upstream).
+pub(crate) async fn messages(
+    State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (call, raw) = match gateway.begin(Api::Messages, &headers, &body) {
+        Ok(begun) => begun,
+        Err(err) => return err.into_response(),
+    };
+    let forwards = call.backend().forwards(Api::Messages);
+    let (request, stream) = match parse(&raw) {
+        Err(Refusal::Invalid(message)) => {
+            return call.refuse(Refusal::Invalid(message)).into_response()
+        }
+        Ok((_, true)) if forwards => return forward(call, raw, &headers, query).await,
+        Err(_) if forwards => return forward(call, raw, &headers, query).await,
+        Err(refusal) => return call.refuse(refusal).into_response(),
+        Ok(translated) => translated,
+    };
+    if let Err(err) = call.admit() {
+        return err.into_response();
+    }
+    let id = format!("msg_{}", random_id());
+    if stream {
+        return sse(call, request, id).into_response();
+    }
+    match call.execute(request, None).await {
+        Ok((response, _)) => {
+            let body = render(&id, &response.model, &response);
+            call.trace("response", Some(200), &body);
+            Json(body).into_response()
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+/// `POST /v1/messages/count_tokens`: forwarded to an Anthropic upstream; other backends
+/// answer 400.
+pub(crate) async fn count_tokens(
+    State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (call, raw) = match gateway.begin(Api::CountTokens, &headers, &body) {
+        Ok(begun) => begun,
+        Err(err) => return err.into_response(),
+    };
+    if call.backend().forwards(Api::CountTokens) {
+        forward(call, raw, &headers, query).await
+    } else {
+        call.unsupported("token counting (`POST /v1/messages/count_tokens`)")
+            .into_response()
+    }
 }
 
 fn stop_reason(reason: FinishReason) -> &'static str {
@@ -118,34 +208,9 @@ fn render(id: &str, model: &str, response: &ChatResponse) -> Value {
     })
 }
 
-/// `POST /v1/messages`.
-pub(crate) async fn messages(
-    State(gateway): State<Gateway>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (call, request, stream) =
-        match gateway.prepare(Dialect::Anthropic, key(&headers), &body, parse) {
-            Ok(prepared) => prepared,
-            Err(err) => return err.into_response(),
-        };
-    let id = format!("msg_{}", random_id());
-    if stream {
-        return sse(call, request, id).into_response();
-    }
-    match call.execute(request, None).await {
-        Ok((response, _)) => {
-            let body = render(&id, call.requested_model(), &response);
-            call.trace("response", Some(200), &body);
-            Json(body).into_response()
-        }
-        Err(err) => err.into_response(),
-    }
-}
-
 fn sse(call: Call, request: ChatRequest, id: String) -> impl IntoResponse {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let model = call.requested_model().to_owned();
+    let model = call.upstream_model().to_owned();
     tokio::spawn(async move {
         let send = |name: &str, value: Value| {
             let _ = tx.send(Event::default().event(name).data(value.to_string()));

@@ -15,6 +15,15 @@ pub(crate) enum Dialect {
 }
 
 impl Dialect {
+    /// The dialect of `api`'s provider.
+    pub(crate) fn of(api: crate::backend::Api) -> Self {
+        if api.is_openai() {
+            Dialect::OpenAi
+        } else {
+            Dialect::Anthropic
+        }
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Dialect::OpenAi => "openai",

@@ -6,15 +6,27 @@
 //! backend, priced, written to the trial's trace and handed to the [`LedgerSink`]. Closing a
 //! trial expires its key and returns its totals.
 //!
-//! Routes: `POST /v1/chat/completions` (OpenAI, streaming as SSE), `GET /v1/models`,
-//! `POST /v1/messages` (Anthropic, streaming as SSE).
+//! Routes ([`SERVED`]): OpenAI's chat completions, Responses, embeddings and models;
+//! Anthropic's messages and token counting; `HEAD /` and `GET /`. Any other path gets a 404
+//! whose body lists them.
 //!
-//! A call's life: authenticate → parse → route → trace request → caps → cache or backend →
-//! price → totals → ledger → trace response → answer.
+//! A request is answered one of two ways. When its translation into a provider-neutral
+//! [`ChatRequest`] carries it exactly (plain chat), the backend answers that, whatever its
+//! provider, and deterministic answers are cached. Otherwise (tools, thinking, structured
+//! output, images, the Responses API, ...), and for every stream, a backend that speaks the
+//! request's API gets it forwarded unchanged ([`forward`]); any other backend (the embedded
+//! model) answers 400 saying what it cannot carry. See docs/models.md.
 
 mod anthropic_api;
+mod call;
 mod error;
+mod forward;
+mod misc;
 mod openai_api;
+mod responses_api;
+mod sse;
+mod translate;
+mod usage;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -22,23 +34,38 @@ use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, head, post};
 use axum::Router;
 use rand::RngCore;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::backend::{Backend, DeltaSender};
+use crate::backend::Backend;
 use crate::cache::ResponseCache;
 use crate::error::LlmError;
-use crate::ledger::{CallRecord, CallStatus, Caps, LedgerSink, TrialUsage};
+use crate::ledger::{Caps, LedgerSink, TrialLabels, TrialUsage};
 use crate::price::PriceTable;
-use crate::types::{ChatRequest, ChatResponse};
+#[cfg(doc)]
+use crate::types::ChatRequest;
+pub(crate) use call::{Call, Refusal};
 pub(crate) use error::{ApiError, Dialect, ErrorKind};
+
+/// Every method and path the gateway serves, as unknown paths' 404 lists them.
+pub const SERVED: &[&str] = &[
+    "POST /v1/chat/completions",
+    "POST /v1/responses",
+    "POST /v1/embeddings",
+    "GET /v1/models",
+    "GET /v1/models/{id}",
+    "POST /v1/messages",
+    "POST /v1/messages/count_tokens",
+    "HEAD /",
+    "GET /",
+];
 
 /// Maps a model name harnesses use to a backend and the backend's own model name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,9 +139,28 @@ struct Route {
 
 struct Trial {
     id: String,
+    labels: TrialLabels,
     caps: Caps,
     state: Mutex<TrialState>,
     trace: Mutex<Option<BufWriter<File>>>,
+}
+
+impl Trial {
+    /// Appends one JSON line to the trial's trace (a closed trial's trace is gone).
+    fn write_trace(&self, line: &Value) {
+        let mut guard = self.trace.lock().expect("trace lock");
+        if let Some(writer) = guard.as_mut() {
+            let mut bytes = serde_json::to_vec(line).expect("trace line serializes");
+            bytes.push(b'\n');
+            if writer
+                .write_all(&bytes)
+                .and_then(|()| writer.flush())
+                .is_err()
+            {
+                tracing::warn!(trial = %self.id, "trace write failed");
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -278,8 +324,17 @@ impl Gateway {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/v1/chat/completions", post(openai_api::chat_completions))
-            .route("/v1/models", get(openai_api::list_models))
+            .route("/v1/responses", post(responses_api::responses))
+            .route("/v1/embeddings", post(misc::embeddings))
+            .route("/v1/models", get(misc::list_models))
+            .route("/v1/models/{id}", get(misc::get_model))
             .route("/v1/messages", post(anthropic_api::messages))
+            .route(
+                "/v1/messages/count_tokens",
+                post(anthropic_api::count_tokens),
+            )
+            .route("/", head(misc::root).get(misc::root))
+            .fallback(misc::not_served)
             .layer(DefaultBodyLimit::max(self.inner.max_body_bytes))
             .with_state(self.clone())
     }
@@ -295,6 +350,21 @@ impl Gateway {
         trace_dir: &Path,
         caps: Caps,
     ) -> Result<TrialKey, LlmError> {
+        self.open_labeled_trial(trial_id, TrialLabels::default(), trace_dir, caps)
+    }
+
+    /// [`Gateway::open_trial`] for a trial whose calls' ledger rows carry `labels` (the
+    /// candidate and task it is about).
+    ///
+    /// # Errors
+    /// [`LlmError::Io`] when the trace file cannot be created.
+    pub fn open_labeled_trial(
+        &self,
+        trial_id: &str,
+        labels: TrialLabels,
+        trace_dir: &Path,
+        caps: Caps,
+    ) -> Result<TrialKey, LlmError> {
         std::fs::create_dir_all(trace_dir).map_err(|e| LlmError::io(trace_dir, e))?;
         let path = trace_dir.join("model_calls.jsonl");
         let file = std::fs::OpenOptions::new()
@@ -307,6 +377,7 @@ impl Gateway {
         let key = format!("hevo-{}", hex::encode(bytes));
         let trial = Arc::new(Trial {
             id: trial_id.to_owned(),
+            labels,
             caps,
             state: Mutex::new(TrialState::default()),
             trace: Mutex::new(Some(BufWriter::new(file))),
@@ -395,255 +466,6 @@ impl Gateway {
                 .and_then(|d| self.inner.routes.get(d).cloned())
         })
     }
-
-    /// Authenticates, parses, routes and cap-checks one call. `parse` turns the JSON body
-    /// into a request plus dialect-specific options, or says what is wrong with it.
-    pub(crate) fn prepare<T>(
-        &self,
-        dialect: Dialect,
-        key: Option<&str>,
-        body: &[u8],
-        parse: impl FnOnce(Value) -> Result<(ChatRequest, T), String>,
-    ) -> Result<(Call, ChatRequest, T), ApiError> {
-        let started = Instant::now();
-        let trial = self.authenticate(key, dialect)?;
-        let seq = {
-            let mut state = trial.state.lock().expect("trial lock");
-            state.next_seq += 1;
-            state.next_seq - 1
-        };
-        let raw = serde_json::from_slice::<Value>(body);
-        let traced = match &raw {
-            Ok(value) => value.clone(),
-            Err(_) => Value::String(String::from_utf8_lossy(body).into_owned()),
-        };
-        let mut call = Call {
-            gateway: self.clone(),
-            trial,
-            seq,
-            dialect,
-            started,
-            started_at_ms: now_ms(),
-            requested_model: String::new(),
-            route: None,
-        };
-        call.trace("request", None, &traced);
-        let raw = raw.map_err(|e| {
-            call.fail(ApiError::new(
-                dialect,
-                ErrorKind::InvalidRequest,
-                format!("request body is not valid JSON: {e}"),
-            ))
-        })?;
-        let (mut request, extra) = parse(raw)
-            .map_err(|msg| call.fail(ApiError::new(dialect, ErrorKind::InvalidRequest, msg)))?;
-        call.requested_model = request.model.clone();
-        let route = self.route(&request.model).ok_or_else(|| {
-            call.fail(ApiError::new(
-                dialect,
-                ErrorKind::NotFound,
-                format!(
-                    "model `{}` is not served by this gateway; available: {}",
-                    request.model,
-                    self.inner.route_names.join(", ")
-                ),
-            ))
-        })?;
-        request.model = route.upstream_model.clone();
-        call.route = Some(route);
-        call.check_caps()?;
-        Ok((call, request, extra))
-    }
-}
-
-/// One call in flight, after [`Gateway::prepare`].
-pub(crate) struct Call {
-    gateway: Gateway,
-    trial: Arc<Trial>,
-    seq: u64,
-    dialect: Dialect,
-    started: Instant,
-    started_at_ms: u64,
-    requested_model: String,
-    route: Option<Arc<Route>>,
-}
-
-impl Call {
-    /// The model name the harness asked for (answers echo it).
-    pub(crate) fn requested_model(&self) -> &str {
-        &self.requested_model
-    }
-
-    fn priced_model(&self) -> String {
-        match &self.route {
-            Some(route) => route.upstream_model.clone(),
-            None => self.requested_model.clone(),
-        }
-    }
-
-    fn base_record(&self, status: CallStatus, error: Option<String>) -> CallRecord {
-        CallRecord {
-            trial_id: self.trial.id.clone(),
-            seq: self.seq,
-            started_at_ms: self.started_at_ms,
-            model: self.priced_model(),
-            input_tokens: 0,
-            cached_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
-            latency_ms: self.started.elapsed().as_secs_f64() * 1000.0,
-            cache_hit: false,
-            status,
-            retries: 0,
-            error,
-        }
-    }
-
-    /// Records and traces a failed call; returns the error for the caller to send.
-    pub(crate) fn fail(&self, err: ApiError) -> ApiError {
-        let status = match err.kind {
-            ErrorKind::BudgetExceeded => CallStatus::BudgetExceeded,
-            ErrorKind::Backend => CallStatus::BackendError,
-            _ => CallStatus::BadRequest,
-        };
-        if status == CallStatus::BackendError {
-            self.trial
-                .state
-                .lock()
-                .expect("trial lock")
-                .usage
-                .backend_errors += 1;
-        }
-        self.gateway
-            .inner
-            .sink
-            .record(&self.base_record(status, Some(err.message.clone())));
-        self.trace("response", Some(err.status().as_u16()), &err.body());
-        err
-    }
-
-    fn check_caps(&self) -> Result<(), ApiError> {
-        let inner = &self.gateway.inner;
-        let trial_usage = self.trial.state.lock().expect("trial lock").usage;
-        let reason = match self.trial.caps.reached(&trial_usage) {
-            Some(reason) => Some(format!("trial `{}` {reason}", self.trial.id)),
-            None => {
-                let run_usage = *inner.run.lock().expect("run lock");
-                inner
-                    .run_caps
-                    .reached(&run_usage)
-                    .map(|reason| format!("run {reason}"))
-            }
-        };
-        match reason {
-            None => Ok(()),
-            Some(reason) => {
-                self.trial
-                    .state
-                    .lock()
-                    .expect("trial lock")
-                    .usage
-                    .budget_exceeded = true;
-                Err(self.fail(ApiError::new(
-                    self.dialect,
-                    ErrorKind::BudgetExceeded,
-                    format!("budget exceeded: {reason}; hevo refuses further model calls"),
-                )))
-            }
-        }
-    }
-
-    /// Answers the call from the cache or the backend, then prices, counts and records it.
-    pub(crate) async fn execute(
-        &self,
-        request: ChatRequest,
-        deltas: Option<DeltaSender>,
-    ) -> Result<(ChatResponse, bool), ApiError> {
-        let inner = &self.gateway.inner;
-        let route = self.route.as_ref().expect("prepared calls are routed");
-        let cache_key = match &inner.cache {
-            Some(_) if request.is_deterministic() => Some(ResponseCache::key(
-                &route.backend.cache_identity(),
-                &request,
-            )),
-            _ => None,
-        };
-        let cached = match (&inner.cache, &cache_key) {
-            (Some(cache), Some(key)) => cache.get(key),
-            _ => None,
-        };
-        let (response, cache_hit, retries) = match cached {
-            Some(response) => (response, true, 0),
-            None => match route.backend.complete(request, deltas).await {
-                Ok(completion) => (completion.response, false, completion.retries),
-                Err(err) => {
-                    let kind = if err.is_infra() {
-                        ErrorKind::Backend
-                    } else {
-                        ErrorKind::InvalidRequest
-                    };
-                    return Err(self.fail(ApiError::new(self.dialect, kind, err.to_string())));
-                }
-            },
-        };
-        let usage = response.usage;
-        let cost = inner
-            .prices
-            .cost(&route.upstream_model, &usage)
-            .unwrap_or(0.0);
-        let mut record = self.base_record(CallStatus::Ok, None);
-        record.input_tokens = usage.uncached_tokens();
-        record.cached_tokens = usage.cached_tokens;
-        record.output_tokens = usage.output_tokens;
-        record.cost_usd = cost;
-        record.cache_hit = cache_hit;
-        record.retries = retries;
-        let run_exceeded = {
-            let mut run = inner.run.lock().expect("run lock");
-            run.add(&record);
-            inner.run_caps.exceeded(&run)
-        };
-        {
-            let mut state = self.trial.state.lock().expect("trial lock");
-            state.usage.add(&record);
-            if run_exceeded || self.trial.caps.exceeded(&state.usage) {
-                state.usage.budget_exceeded = true;
-            }
-        }
-        inner.sink.record(&record);
-        if let (Some(cache), Some(key), false) = (&inner.cache, &cache_key, cache_hit) {
-            if let Err(err) = cache.put(key, &response) {
-                tracing::warn!(%err, "response cache write failed");
-            }
-        }
-        Ok((response, cache_hit))
-    }
-
-    /// Appends one line to the trial's trace.
-    pub(crate) fn trace(&self, kind: &str, status: Option<u16>, body: &Value) {
-        let mut line = json!({
-            "seq": self.seq,
-            "ts_ms": now_ms(),
-            "type": kind,
-            "api": self.dialect.as_str(),
-        });
-        if let Some(status) = status {
-            line["status"] = json!(status);
-        }
-        line["body"] = body.clone();
-        let mut guard = self.trial.trace.lock().expect("trace lock");
-        if let Some(writer) = guard.as_mut() {
-            let mut bytes = serde_json::to_vec(&line).expect("trace line serializes");
-            bytes.push(b'\n');
-            if writer
-                .write_all(&bytes)
-                .and_then(|()| writer.flush())
-                .is_err()
-            {
-                tracing::warn!(trial = %self.trial.id, "trace write failed");
-            }
-        }
-    }
 }
 
 impl GatewayHandle {
@@ -725,31 +547,4 @@ pub(crate) fn random_id() -> String {
     let mut bytes = [0u8; 12];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     hex::encode(bytes)
-}
-
-/// Runs `call.execute` while forwarding the backend's text deltas to `on_delta`; returns the
-/// result and whether any delta was forwarded.
-pub(crate) async fn execute_streaming(
-    call: &Call,
-    request: ChatRequest,
-    mut on_delta: impl FnMut(String),
-) -> (Result<(ChatResponse, bool), ApiError>, bool) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let fut = call.execute(request, Some(tx));
-    tokio::pin!(fut);
-    let mut streamed = false;
-    let result = loop {
-        tokio::select! {
-            Some(delta) = rx.recv() => {
-                streamed = true;
-                on_delta(delta);
-            }
-            result = &mut fut => break result,
-        }
-    };
-    while let Ok(delta) = rx.try_recv() {
-        streamed = true;
-        on_delta(delta);
-    }
-    (result, streamed)
 }

@@ -1,4 +1,5 @@
-//! The OpenAI dialect: `POST /v1/chat/completions` (plain and SSE) and `GET /v1/models`.
+//! OpenAI's `POST /v1/chat/completions`, plain and SSE: translated when it is plain chat,
+//! forwarded otherwise (see the module docs of `gateway`).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -9,81 +10,39 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{execute_streaming, now_ms, random_id, Call, Dialect, Gateway};
+use super::call::execute_streaming;
+use super::forward::forward;
+use super::translate::{absent, check_fields, content_text, field};
+use super::{now_ms, random_id, Call, Gateway, Refusal};
+use crate::backend::Api;
 use crate::types::{ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenLogprob};
 
-#[derive(Deserialize)]
-struct WireRequest {
-    model: String,
-    messages: Vec<WireMessage>,
-    temperature: Option<f32>,
-    top_p: Option<f32>,
-    max_tokens: Option<u32>,
-    max_completion_tokens: Option<u32>,
-    stop: Option<Stop>,
-    seed: Option<u64>,
-    logprobs: Option<bool>,
-    top_logprobs: Option<u32>,
-    n: Option<u32>,
-    stream: Option<bool>,
-    stream_options: Option<StreamOptions>,
-    tools: Option<Vec<Value>>,
-}
+/// Fields a plain chat completion sets, all carried by the translation (`user`, `metadata`
+/// and `store` only label the call upstream).
+const FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "logprobs",
+    "top_logprobs",
+    "n",
+    "stream",
+    "stream_options",
+    "user",
+    "metadata",
+    "store",
+];
 
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Stop {
     One(String),
     Many(Vec<String>),
-}
-
-#[derive(Deserialize)]
-struct StreamOptions {
-    #[serde(default)]
-    include_usage: bool,
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    role: String,
-    #[serde(default)]
-    content: Value,
-}
-
-/// The text of a message `content`: a string, or an array of `{"type": "text", "text": ...}`
-/// parts; `what` names the field in the error message.
-pub(crate) fn content_text(value: Value, what: &str) -> Result<String, String> {
-    match value {
-        Value::Null => Ok(String::new()),
-        Value::String(text) => Ok(text),
-        Value::Array(parts) => {
-            let mut out = String::new();
-            for (i, part) in parts.iter().enumerate() {
-                match (part.get("type").and_then(Value::as_str), part.get("text")) {
-                    (Some("text"), Some(Value::String(text))) => out.push_str(text),
-                    (Some("text"), _) => {
-                        return Err(format!("{what}[{i}]: a text part needs a string `text`"))
-                    }
-                    (Some(kind), _) => {
-                        return Err(format!(
-                            "{what}[{i}]: content parts of type `{kind}` are not supported \
-                             (only `text`)"
-                        ))
-                    }
-                    (None, _) => return Err(format!("{what}[{i}]: a content part needs a `type`")),
-                }
-            }
-            Ok(out)
-        }
-        other => Err(format!(
-            "{what} must be a string or an array of text parts, got {}",
-            match other {
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                _ => "an object",
-            }
-        )),
-    }
 }
 
 /// Options of the OpenAI dialect that do not reach the backend.
@@ -93,77 +52,128 @@ pub(crate) struct Options {
     logprobs: bool,
 }
 
-fn parse(raw: Value) -> Result<(ChatRequest, Options), String> {
-    let wire: WireRequest =
-        serde_json::from_value(raw).map_err(|e| format!("invalid chat completion request: {e}"))?;
-    if wire.messages.is_empty() {
-        return Err("`messages` must contain at least one message".into());
+/// Settings that change nothing when no tools are given, or that ask for the default.
+fn harmless(key: &str, value: &Value, has_tools: bool) -> bool {
+    match key {
+        "tool_choice" => !has_tools && (value == "none" || value == "auto"),
+        "parallel_tool_calls" => !has_tools,
+        "response_format" => value.get("type") == Some(&json!("text")),
+        "frequency_penalty" | "presence_penalty" => value.as_f64() == Some(0.0),
+        _ => false,
     }
-    if wire.n.is_some_and(|n| n != 1) {
-        return Err("`n` other than 1 is not supported; make several calls".into());
-    }
-    if wire.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err("`tools` are not supported by hevo's gateway yet".into());
-    }
-    if let Some(t) = wire.temperature {
-        if !(0.0..=2.0).contains(&t) {
-            return Err(format!("`temperature` must be between 0 and 2, got {t}"));
-        }
-    }
-    let logprobs = wire.logprobs.unwrap_or(false);
-    let top_logprobs = wire.top_logprobs.unwrap_or(0);
-    if top_logprobs > 20 {
-        return Err(format!(
-            "`top_logprobs` must be between 0 and 20, got {top_logprobs}"
+}
+
+/// Translates a chat completion request, or says why it cannot be carried exactly.
+fn parse(raw: &Value) -> Result<(ChatRequest, Options), Refusal> {
+    let Some(object) = raw.as_object() else {
+        return Err(Refusal::Invalid(
+            "the request body must be a JSON object".into(),
+        ));
+    };
+    let has_tools = object.get("tools").is_some_and(|t| !absent(t));
+    check_fields(object, FIELDS, |k, v| harmless(k, v, has_tools), "")?;
+    let Some(wire_messages) = object.get("messages") else {
+        return Err(Refusal::Invalid(
+            "invalid chat completion request: missing field `messages`".into(),
+        ));
+    };
+    let Some(wire_messages) = wire_messages.as_array() else {
+        return Err(Refusal::Invalid("`messages` must be an array".into()));
+    };
+    if wire_messages.is_empty() {
+        return Err(Refusal::Invalid(
+            "`messages` must contain at least one message".into(),
         ));
     }
-    if top_logprobs > 0 && !logprobs {
-        return Err("`top_logprobs` requires `logprobs: true`".into());
+    if field::<u32>(object, "n")?.is_some_and(|n| n != 1) {
+        return Err(Refusal::Invalid(
+            "`n` other than 1 is not supported; make several calls".into(),
+        ));
     }
-    let mut messages = Vec::with_capacity(wire.messages.len());
-    for (i, m) in wire.messages.into_iter().enumerate() {
-        let role = if m.role == "developer" {
-            "system".to_owned()
-        } else {
-            m.role
-        };
-        let content = content_text(m.content, &format!("messages[{i}].content"))?;
-        messages.push(ChatMessage { role, content });
+    let temperature = field::<f32>(object, "temperature")?;
+    if let Some(t) = temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(Refusal::Invalid(format!(
+                "`temperature` must be between 0 and 2, got {t}"
+            )));
+        }
+    }
+    let logprobs = field::<bool>(object, "logprobs")?.unwrap_or(false);
+    let top_logprobs = field::<u32>(object, "top_logprobs")?.unwrap_or(0);
+    if top_logprobs > 20 {
+        return Err(Refusal::Invalid(format!(
+            "`top_logprobs` must be between 0 and 20, got {top_logprobs}"
+        )));
+    }
+    if top_logprobs > 0 && !logprobs {
+        return Err(Refusal::Invalid(
+            "`top_logprobs` requires `logprobs: true`".into(),
+        ));
+    }
+    let mut messages = Vec::with_capacity(wire_messages.len());
+    for (i, m) in wire_messages.iter().enumerate() {
+        messages.push(message(i, m)?);
     }
     let request = ChatRequest {
-        model: wire.model,
+        model: object
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         messages,
-        temperature: wire.temperature,
-        top_p: wire.top_p,
-        max_tokens: wire.max_completion_tokens.or(wire.max_tokens),
-        stop: match wire.stop {
+        temperature,
+        top_p: field(object, "top_p")?,
+        max_tokens: field::<u32>(object, "max_completion_tokens")?
+            .or(field::<u32>(object, "max_tokens")?),
+        stop: match field::<Stop>(object, "stop")? {
             None => Vec::new(),
             Some(Stop::One(s)) => vec![s],
             Some(Stop::Many(v)) => v,
         },
-        seed: wire.seed,
+        seed: field(object, "seed")?,
         logprobs,
         top_logprobs,
     };
     let options = Options {
-        stream: wire.stream.unwrap_or(false),
-        include_usage: wire.stream_options.is_some_and(|o| o.include_usage),
+        stream: field::<bool>(object, "stream")?.unwrap_or(false),
+        include_usage: raw.pointer("/stream_options/include_usage") == Some(&json!(true)),
         logprobs,
     };
     Ok((request, options))
 }
 
-/// The trial key from `Authorization: Bearer KEY` (or `x-api-key`).
-pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+/// Translates `messages[i]`: text in any of the four text roles.
+fn message(i: usize, m: &Value) -> Result<ChatMessage, Refusal> {
+    let Some(m) = m.as_object() else {
+        return Err(Refusal::Invalid(format!("messages[{i}] must be an object")));
+    };
+    let role = match m.get("role").and_then(Value::as_str) {
+        Some("developer" | "system") => "system",
+        Some("user") => "user",
+        Some("assistant") => "assistant",
+        Some("tool" | "function") => {
+            return Err(Refusal::Unsupported(format!(
+                "tool results (messages[{i}] has role `tool`)"
+            )))
+        }
+        Some(other) => {
+            return Err(Refusal::Invalid(format!(
+                "messages[{i}].role: unknown role `{other}`"
+            )))
+        }
+        None => return Err(Refusal::Invalid(format!("messages[{i}] needs a `role`"))),
+    };
+    check_fields(
+        m,
+        &["role", "content", "refusal"],
+        |_, _| false,
+        &format!("messages[{i}]."),
+    )?;
+    let content = content_text(
+        m.get("content").unwrap_or(&Value::Null),
+        &format!("messages[{i}].content"),
+    )?;
+    Ok(ChatMessage::new(role, content))
 }
 
 fn finish(reason: FinishReason) -> &'static str {
@@ -227,18 +237,32 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (call, request, options) =
-        match gateway.prepare(Dialect::OpenAi, bearer(&headers), &body, parse) {
-            Ok(prepared) => prepared,
-            Err(err) => return err.into_response(),
-        };
+    let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body) {
+        Ok(begun) => begun,
+        Err(err) => return err.into_response(),
+    };
+    let forwards = call.backend().forwards(Api::ChatCompletions);
+    let (request, options) = match parse(&raw) {
+        Err(Refusal::Invalid(message)) => {
+            return call.refuse(Refusal::Invalid(message)).into_response()
+        }
+        Ok((_, options)) if forwards && options.stream => {
+            return forward(call, raw, &headers, None).await
+        }
+        Err(_) if forwards => return forward(call, raw, &headers, None).await,
+        Err(refusal) => return call.refuse(refusal).into_response(),
+        Ok(translated) => translated,
+    };
+    if let Err(err) = call.admit() {
+        return err.into_response();
+    }
     let id = format!("chatcmpl-{}", random_id());
     if options.stream {
         stream(call, request, options, id).into_response()
     } else {
         match call.execute(request, None).await {
             Ok((response, _)) => {
-                let body = render(&id, call.requested_model(), &response, options.logprobs);
+                let body = render(&id, &response.model, &response, options.logprobs);
                 call.trace("response", Some(200), &body);
                 Json(body).into_response()
             }
@@ -249,7 +273,7 @@ pub(crate) async fn chat_completions(
 
 fn stream(call: Call, request: ChatRequest, options: Options, id: String) -> impl IntoResponse {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let model = call.requested_model().to_owned();
+    let model = call.upstream_model().to_owned();
     tokio::spawn(async move {
         let created = now_ms() / 1000;
         let chunk = |delta: Value, finish_reason: Value, logprobs: Value| {
@@ -311,17 +335,4 @@ fn stream(call: Call, request: ChatRequest, options: Options, id: String) -> imp
             .map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
     });
     Sse::new(events)
-}
-
-/// `GET /v1/models`.
-pub(crate) async fn list_models(State(gateway): State<Gateway>, headers: HeaderMap) -> Response {
-    if let Err(err) = gateway.authenticate(bearer(&headers), Dialect::OpenAi) {
-        return err.into_response();
-    }
-    let data: Vec<Value> = gateway
-        .models()
-        .iter()
-        .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "hevo" }))
-        .collect();
-    Json(json!({ "object": "list", "data": data })).into_response()
 }

@@ -97,17 +97,52 @@ async fn mock_chat(
     } else {
         Value::Null
     };
+    let usage = json!({"prompt_tokens": prompt, "completion_tokens": words(&answer),
+                       "total_tokens": prompt + words(&answer),
+                       "prompt_tokens_details": {"cached_tokens": cached}});
+    if body["stream"] == true {
+        return stream_answer(&model, &answer, finish, &usage, &body);
+    }
     Json(json!({
         "id": "mock-1",
         "object": "chat.completion",
         "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
                      "logprobs": logprobs, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": words(&answer),
-                  "total_tokens": prompt + words(&answer),
-                  "prompt_tokens_details": {"cached_tokens": cached}},
+        "usage": usage,
     }))
     .into_response()
+}
+
+/// The mock's answer as OpenAI's stream: a role chunk, a chunk per word, the finish chunk,
+/// the usage chunk when asked for, `[DONE]`.
+fn stream_answer(model: &str, answer: &str, finish: &str, usage: &Value, body: &Value) -> Response {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "mock-1", "object": "chat.completion.chunk", "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    for (i, word) in answer.split(' ').enumerate() {
+        let piece = if i == 0 {
+            word.to_owned()
+        } else {
+            format!(" {word}")
+        };
+        chunks.push(chunk(json!({"content": piece}), Value::Null));
+    }
+    chunks.push(chunk(json!({}), json!(finish)));
+    if body["stream_options"]["include_usage"] == true {
+        chunks.push(
+            json!({"id": "mock-1", "object": "chat.completion.chunk", "model": model,
+                           "choices": [], "usage": usage}),
+        );
+    }
+    let mut out: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    out.push_str("data: [DONE]\n\n");
+    ([("content-type", "text/event-stream")], out).into_response()
 }
 
 /// A running mock upstream.

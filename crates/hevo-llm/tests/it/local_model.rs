@@ -243,6 +243,102 @@ async fn local_model_behind_the_gateway() {
     gw.shutdown().await;
 }
 
+/// What the embedded model serves beyond chat completions (the Responses API, Anthropic's
+/// messages with a system message inside `messages`) and what it refuses with a 400 that
+/// names the field: tools, thinking, structured output, embeddings, token counting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_model_serves_text_in_every_dialect_and_refuses_the_rest_by_name() {
+    let sink = Arc::new(MemorySink::new());
+    let (local, _model_dir) = local();
+    let gw = Gateway::start(
+        GatewayConfig::new(route(), PriceTable::builtin()),
+        vec![local],
+        sink.clone(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = gw.open_trial("local", dir.path(), Caps::UNLIMITED).unwrap();
+    let client = reqwest::Client::new();
+    let base = gw.anthropic_base_url();
+    let send = |path: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .header("x-api-key", key.as_str())
+            .json(&body)
+            .send()
+    };
+    let r: Value = send(
+        "/v1/responses",
+        json!({"model": "smollm2", "instructions": SYSTEM, "input": "Name three colors.",
+               "max_output_tokens": 8, "temperature": 0}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(r["object"], "response", "{r}");
+    assert_eq!(r["model"], model_file::DEFAULT_MODEL_NAME);
+    assert!(!r["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    let m: Value = send(
+        "/v1/messages",
+        json!({"model": "smollm2", "max_tokens": 8, "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "Name three colors."}]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(m["type"], "message", "{m}");
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {}}}]);
+    let refused = [
+        (
+            "/v1/chat/completions",
+            chat(json!({"tools": tools})),
+            "`tools`",
+        ),
+        (
+            "/v1/chat/completions",
+            chat(json!({"response_format": {"type": "json_object"}})),
+            "`response_format`",
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "smollm2", "max_tokens": 8, "thinking": {"type": "enabled",
+                   "budget_tokens": 1024}, "messages": [{"role": "user", "content": "x"}]}),
+            "`thinking`",
+        ),
+        (
+            "/v1/embeddings",
+            json!({"model": "smollm2", "input": "x"}),
+            "embeddings",
+        ),
+        (
+            "/v1/messages/count_tokens",
+            json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}]}),
+            "token counting",
+        ),
+    ];
+    for (path, body, needle) in refused {
+        let response = send(path, body).await.unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        let err: Value = response.json().await.unwrap();
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(needle) && message.contains("`local`"),
+            "{path}: {message}"
+        );
+    }
+    let usage = gw.close_trial(&key);
+    assert_eq!(usage.calls, 2);
+    gw.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_backend_in_front_of_a_second_gateway_running_the_local_model() {
     let (local, _model_dir) = local();

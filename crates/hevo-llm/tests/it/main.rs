@@ -5,8 +5,17 @@
 //!   401, 429 caps, streaming, cached tokens, the response cache, traces, retries, keys.
 //! - `anthropic`: the `/v1/messages` dialect and the `anthropic` backend.
 //! - `local_model`: the gateway in front of the embedded GGUF model (needs `hevo model pull`).
+//! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
+//! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
+//!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
+//!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
 
+mod agent_clis;
 mod anthropic;
+mod clients;
 mod common;
+mod dialects;
 mod local_model;
 mod openai_upstream;
+mod scripted;
+mod sdk_clients;

@@ -306,12 +306,17 @@ async fn streaming_sends_sse_chunks_with_usage() {
     assert_eq!(usage["prompt_tokens"], 17);
     let usage = t.gateway.close_trial(&key);
     assert_eq!((usage.calls, usage.output_tokens), (1, 4));
+    // the stream came from the upstream, event by event; the trace keeps its events
     let trace = t.trace("s");
     assert_eq!(trace[1]["body"]["stream"], true);
-    assert_eq!(
-        trace[1]["body"]["choices"][0]["message"]["content"],
-        "echo: one two three"
-    );
+    assert_eq!(trace[1]["body"]["usage"]["output_tokens"], 4);
+    let traced: String = trace[1]["body"]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["data"]["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(traced, "echo: one two three");
 }
 
 #[tokio::test]

@@ -5,44 +5,18 @@
 //! [`Launcher`](hevo_runtime::launch::Launcher) seam as trials (so a sandbox can wrap it), with a
 //! cleared environment, a time limit that kills its whole process group, and its transcript
 //! (stdout and stderr) saved. Its model traffic can be pointed at hevo's gateway by passing
-//! the gateway's variables in `model_env`, so its spend lands in the same ledger.
+//! the gateway's variables in `model_env`, so its spend lands in the same ledger. Its `HOME`
+//! is its own directory outside the archive (see [`super::agent_preset`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use hevo_runtime::cancel::{Cancel, CancelReason};
-use std::path::PathBuf;
-use std::time::Duration;
 
 use hevo_runtime::launch::{base_env, Access, Exit, LaunchSpec, Launcher, ProcessOutcome};
 use hevo_runtime::model_access::ModelEnv;
 
-/// The placeholder in a command line that is replaced by the prompt.
-pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
-
-/// The command line of a named preset.
-///
-/// - `claude`: Claude Code in print mode, allowed to read, search and edit files.
-/// - `codex`: Codex's non-interactive `exec` mode with automatic edits.
-pub fn preset_command(preset: &str) -> Option<Vec<String>> {
-    let argv: &[&str] = match preset {
-        "claude" => &[
-            "claude",
-            "-p",
-            PROMPT_PLACEHOLDER,
-            "--permission-mode",
-            "acceptEdits",
-            "--allowedTools",
-            "Bash,Read,Write,Edit,Glob,Grep",
-        ],
-        "codex" => &[
-            "codex",
-            "exec",
-            "--full-auto",
-            "--skip-git-repo-check",
-            PROMPT_PLACEHOLDER,
-        ],
-        _ => return None,
-    };
-    Some(argv.iter().map(|s| s.to_string()).collect())
-}
+use super::agent_preset::{command_line, HOME_PLACEHOLDER};
 
 /// The prompt given to the agent for one iteration.
 pub fn render_prompt(iteration: u32, k: u32) -> String {
@@ -55,18 +29,6 @@ pub fn render_prompt(iteration: u32, k: u32) -> String {
     )
 }
 
-/// The command line with the prompt substituted (appended if there is no placeholder).
-pub fn command_line(template: &[String], prompt: &str) -> Vec<String> {
-    let mut argv: Vec<String> = template
-        .iter()
-        .map(|a| a.replace(PROMPT_PLACEHOLDER, prompt))
-        .collect();
-    if !template.iter().any(|a| a.contains(PROMPT_PLACEHOLDER)) {
-        argv.push(prompt.to_string());
-    }
-    argv
-}
-
 /// One agent call.
 #[derive(Clone, Debug)]
 pub struct AgentCall {
@@ -76,6 +38,8 @@ pub struct AgentCall {
     pub archive: PathBuf,
     /// Where the transcript is written (`stdout.txt`, `stderr.txt`, `prompt.txt`).
     pub transcript_dir: PathBuf,
+    /// The agent's `HOME` (created if needed), outside the archive.
+    pub home: PathBuf,
     /// The iteration being proposed.
     pub iteration: u32,
     /// How many candidates to ask for.
@@ -84,7 +48,8 @@ pub struct AgentCall {
     pub timeout: Duration,
     /// Gateway variables for the agent's own model traffic.
     pub model_env: ModelEnv,
-    /// Extra variables the agent needs (e.g. `PATH` additions); never provider keys of hevo's.
+    /// Extra variables the agent needs (a preset's, then `[proposer] env`); `{agent_home}` in
+    /// a value is replaced by `home`. Never provider keys of hevo's.
     pub extra_env: Vec<(String, String)>,
     /// The process's cancellation token: a signal stops the agent's process group.
     pub cancel: Cancel,
@@ -95,7 +60,8 @@ pub struct AgentCall {
 pub enum AgentOutcome {
     /// The agent exited with code 0.
     Finished,
-    /// The agent exited with another code or a signal (its candidates are still checked).
+    /// The agent exited with another code or a signal, or could not start (its candidates
+    /// are still checked): why, with the tail of its transcript.
     Failed(String),
     /// The agent ran past its time limit and was killed.
     TimedOut,
@@ -109,11 +75,25 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
     let prompt = render_prompt(call.iteration, call.k);
     std::fs::write(call.transcript_dir.join("prompt.txt"), &prompt)?;
     std::fs::create_dir_all(call.archive.join("pending"))?;
-    let mut env = base_env(&call.archive);
+    std::fs::create_dir_all(&call.home)?;
+    let home = call.home.to_string_lossy().into_owned();
+    let mut env = base_env(&call.home);
     env.extend(call.model_env.vars());
-    env.extend(call.extra_env.iter().cloned());
+    for (name, value) in &call.extra_env {
+        let value = value.replace(HOME_PLACEHOLDER, &home);
+        if value.starts_with(&home) && (name.ends_with("_HOME") || name.ends_with("_DIR")) {
+            std::fs::create_dir_all(&value)?;
+        }
+        env.retain(|(n, _)| n != name);
+        env.push((name.clone(), value));
+    }
     let spec = LaunchSpec {
-        argv: command_line(&call.command, &prompt),
+        argv: command_line(
+            &call.command,
+            &prompt,
+            &call.model_env.openai_base_url,
+            &call.model_env.anthropic_base_url,
+        ),
         cwd: call.archive.clone(),
         env,
         stdin: Vec::new(),
@@ -124,11 +104,12 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         output_cap: 16 * 1024 * 1024,
         tail_bytes: 4096,
         cancel: call.cancel.clone(),
-        // The agent reads the archive and writes only `pending/`.
+        // The agent reads the archive and writes only `pending/` and its own home (its
+        // config, logs and caches live there, outside the archive).
         access: Access {
             cwd_read_only: true,
             read_only: Vec::new(),
-            writable: vec![call.archive.join("pending")],
+            writable: vec![call.archive.join("pending"), call.home.clone()],
             hidden: Vec::new(),
         },
     };
@@ -136,10 +117,13 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         Ok(o) => o,
         Err(e) => return Ok(AgentOutcome::Failed(format!("cannot start the agent: {e}"))),
     };
+    let tail = || transcript_tail(&call.transcript_dir);
     Ok(match outcome.exit {
         Exit::Code(0) => AgentOutcome::Finished,
-        Exit::Code(c) => AgentOutcome::Failed(format!("the agent exited with code {c}")),
-        Exit::Signal(s) => AgentOutcome::Failed(format!("the agent was killed by signal {s}")),
+        Exit::Code(c) => AgentOutcome::Failed(format!("the agent exited with code {c}{}", tail())),
+        Exit::Signal(s) => {
+            AgentOutcome::Failed(format!("the agent was killed by signal {s}{}", tail()))
+        }
         Exit::Cancelled => {
             AgentOutcome::Cancelled(call.cancel.reason().unwrap_or(CancelReason::Interrupt))
         }
@@ -147,25 +131,32 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
     })
 }
 
+/// How much of each transcript file a failure quotes.
+const TAIL_CHARS: usize = 1500;
+
+/// The last lines of the agent's stdout and stderr, for a failure's message.
+fn transcript_tail(dir: &Path) -> String {
+    let mut out = String::new();
+    for name in ["stdout.txt", "stderr.txt"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let start = text
+            .char_indices()
+            .rev()
+            .nth(TAIL_CHARS)
+            .map_or(0, |(i, _)| i);
+        out.push_str(&format!("; the end of its {name}: {}", &text[start..]));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use hevo_runtime::launch::LocalLauncher;
-
-    #[test]
-    fn presets_put_the_prompt_in_place() {
-        let argv = command_line(&preset_command("claude").unwrap(), "do it");
-        assert_eq!(&argv[..3], &["claude", "-p", "do it"]);
-        let argv = command_line(&preset_command("codex").unwrap(), "do it");
-        assert_eq!(argv.last().unwrap(), "do it");
-        assert!(preset_command("gemini").is_none());
-    }
-
-    #[test]
-    fn a_template_without_placeholder_gets_the_prompt_appended() {
-        let argv = command_line(&["my-agent".into(), "--fast".into()], "p");
-        assert_eq!(argv, vec!["my-agent", "--fast", "p"]);
-    }
 
     #[tokio::test]
     async fn agent_runs_in_the_archive_and_its_transcript_is_saved() {
@@ -184,11 +175,15 @@ mod tests {
             ],
             archive: archive.clone(),
             transcript_dir: tmp.path().join("proposer/iter-001"),
+            home: tmp.path().join("proposer/home"),
             iteration: 1,
             k: 2,
             timeout: Duration::from_secs(30),
             model_env: ModelEnv::offline(),
-            extra_env: vec![],
+            extra_env: vec![
+                ("CODEX_HOME".into(), "{agent_home}/.codex".into()),
+                ("MY_SETTING".into(), "on".into()),
+            ],
             cancel: Cancel::new(),
         };
         std::env::set_var("HEVO_TEST_SECRET_PROVIDER_KEY", "sk-secret");
@@ -202,9 +197,45 @@ mod tests {
             !env.contains("sk-secret"),
             "hevo's own environment leaked to the agent"
         );
+        // the agent's home and state live outside the archive
+        let home = tmp.path().join("proposer/home");
+        assert!(
+            env.contains(&format!("\nHOME={}\n", home.display())),
+            "{env}"
+        );
+        assert!(env.contains(&format!("CODEX_HOME={}/.codex", home.display())));
+        assert!(home.join(".codex").is_dir());
+        assert!(env.contains("MY_SETTING=on"));
         let stdout =
             std::fs::read_to_string(tmp.path().join("proposer/iter-001/stdout.txt")).unwrap();
         assert_eq!(stdout.trim(), "wrote one");
+    }
+
+    #[tokio::test]
+    async fn a_failing_agent_reports_the_end_of_its_transcript() {
+        let tmp = tempfile::tempdir().unwrap();
+        let call = AgentCall {
+            command: vec![
+                "bash".into(),
+                "-c".into(),
+                "echo working; echo 'API Error: 400 tools' >&2; exit 3".into(),
+            ],
+            archive: tmp.path().to_path_buf(),
+            transcript_dir: tmp.path().join("t"),
+            home: tmp.path().join("home"),
+            iteration: 1,
+            k: 1,
+            timeout: Duration::from_secs(30),
+            model_env: ModelEnv::offline(),
+            extra_env: vec![],
+            cancel: Cancel::new(),
+        };
+        let AgentOutcome::Failed(why) = run_agent(&LocalLauncher, &call).await.unwrap() else {
+            panic!("the agent failed")
+        };
+        assert!(why.contains("exited with code 3"), "{why}");
+        assert!(why.contains("stderr.txt: API Error: 400 tools"), "{why}");
+        assert!(why.contains("stdout.txt: working"), "{why}");
     }
 
     #[tokio::test]
@@ -214,6 +245,7 @@ mod tests {
             command: vec!["sleep".into(), "30".into()],
             archive: tmp.path().to_path_buf(),
             transcript_dir: tmp.path().join("t"),
+            home: tmp.path().join("home"),
             iteration: 1,
             k: 1,
             timeout: Duration::from_millis(300),

@@ -18,6 +18,10 @@ pub struct AgentProposer {
     pub timeout: Duration,
     /// Where transcripts go (`<dir>/iter-NNN/`), outside the archive.
     pub transcripts: PathBuf,
+    /// The agent's `HOME`, outside the archive (kept across iterations).
+    pub home: PathBuf,
+    /// Variables the agent gets besides hevo's (its preset's, then `[proposer] env`).
+    pub env: Vec<(String, String)>,
     /// Gateway variables for the agent's own model traffic.
     pub model_env: ModelEnv,
     /// The launcher (the sandbox seam).
@@ -40,7 +44,8 @@ impl Proposer for AgentProposer {
             k: ctx.k,
             timeout: self.timeout,
             model_env: self.model_env.clone(),
-            extra_env: vec![],
+            home: self.home.clone(),
+            extra_env: self.env.clone(),
             cancel: self.cancel.clone(),
         };
         match hevo_runtime::rt::block_on(run_agent(&*self.launcher, &call))

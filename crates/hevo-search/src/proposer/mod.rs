@@ -3,7 +3,8 @@
 //! Every proposer implements [`Proposer`]; the search loop knows nothing else about it.
 //! - [`params_proposer`]: the built-in, offline evolutionary search over a seed's `[params]`
 //!   (algorithm in [`params`], candidate directories written by [`params_writer`]);
-//! - [`agent_proposer`]: a coding-agent CLI (Claude Code, Codex, ...) run by [`agent`];
+//! - [`agent_proposer`]: a coding-agent CLI (Claude Code, Codex, ...) run by [`agent`] with
+//!   the command line and environment of its [`agent_preset`];
 //! - [`llm`]: one gateway call per candidate that rewrites a harness file.
 //!
 //! A new proposer is a new file here implementing [`Proposer`], plus its `[proposer] kind`
@@ -16,6 +17,7 @@ use hevo_runtime::cancel::CancelReason;
 use crate::archive::{Archive, Candidate};
 
 pub mod agent;
+pub mod agent_preset;
 pub mod agent_proposer;
 pub mod llm;
 pub mod params;

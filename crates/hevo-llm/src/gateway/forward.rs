@@ -1,0 +1,218 @@
+//! Forwarding a request unchanged to an upstream of the same API, streamed when the caller
+//! asked for a stream, and pricing it by the usage the upstream reports.
+//!
+//! Only the model name is changed (to the route's upstream model), plus one addition: a
+//! streamed chat completion asks the upstream for its usage chunk
+//! (`stream_options.include_usage`), which is passed on only if the caller asked for it too.
+//! The upstream's status, error bodies included, reaches the caller as it is.
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use super::sse::{parse_event, EventSplitter};
+use super::usage::UsageWatch;
+use super::{ApiError, Call, ErrorKind};
+use crate::backend::{Api, RawBody, RawRequest};
+use crate::ledger::CallStatus;
+
+/// The protocol headers passed on to the upstream.
+const PASSED_HEADERS: &[&str] = &["anthropic-beta", "anthropic-version", "openai-beta"];
+
+/// At most this many events of a stream are kept in the trace (the rest are counted).
+const TRACED_EVENTS: usize = 2000;
+
+/// Forwards `body` for `call` and answers with the upstream's reply.
+pub(crate) async fn forward(
+    call: Call,
+    mut body: Value,
+    headers: &HeaderMap,
+    query: Option<String>,
+) -> Response {
+    if let Err(err) = call.admit() {
+        return err.into_response();
+    }
+    let api = call.api();
+    body["model"] = json!(call.upstream_model());
+    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let mut hide_usage_chunk = false;
+    if api == Api::ChatCompletions && stream {
+        let wanted = body.pointer("/stream_options/include_usage") == Some(&json!(true));
+        if !wanted {
+            hide_usage_chunk = true;
+            if !body.get("stream_options").is_some_and(Value::is_object) {
+                body["stream_options"] = json!({});
+            }
+            body["stream_options"]["include_usage"] = json!(true);
+        }
+    }
+    let passed = PASSED_HEADERS
+        .iter()
+        .filter_map(|name| {
+            headers
+                .get(*name)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| ((*name).to_owned(), v.to_owned()))
+        })
+        .collect();
+    let request = RawRequest {
+        api,
+        body,
+        headers: passed,
+        query,
+    };
+    let reply = match call.backend().forward(request).await {
+        Ok(reply) => reply,
+        Err(err) => {
+            let kind = if err.is_infra() {
+                ErrorKind::Backend
+            } else {
+                ErrorKind::InvalidRequest
+            };
+            return call
+                .fail(ApiError::new(call.dialect(), kind, err.to_string()))
+                .into_response();
+        }
+    };
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let content_type = reply.content_type.clone();
+    match reply.body {
+        RawBody::Full(bytes) => {
+            let value = serde_json::from_slice::<Value>(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+            if status.is_success() {
+                let mut watch = UsageWatch::default();
+                watch.observe(&value);
+                call.record_ok(watch.usage(api), false, reply.retries);
+            } else {
+                call.record_failure(
+                    CallStatus::BadRequest,
+                    &format!(
+                        "upstream answered HTTP {}: {}",
+                        status.as_u16(),
+                        error_text(&value)
+                    ),
+                );
+            }
+            call.trace("response", Some(status.as_u16()), &value);
+            (status, [(header::CONTENT_TYPE, content_type)], bytes).into_response()
+        }
+        RawBody::Stream(upstream) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
+            tokio::spawn(relay(call, upstream, tx, hide_usage_chunk, reply.retries));
+            let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|item| (item, rx))
+            }));
+            (
+                status,
+                [
+                    (header::CONTENT_TYPE, content_type),
+                    (header::CACHE_CONTROL, "no-cache".to_owned()),
+                ],
+                body,
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Passes a stream on event by event, watching usage; records the call when it ends. The
+/// upstream is read to its end even if the caller left, so what was spent is recorded.
+async fn relay(
+    call: Call,
+    mut upstream: futures::stream::BoxStream<'static, Result<Bytes, crate::BackendError>>,
+    tx: tokio::sync::mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
+    hide_usage_chunk: bool,
+    retries: u32,
+) {
+    let api = call.api();
+    let mut splitter = EventSplitter::default();
+    let mut watch = UsageWatch::default();
+    let mut traced: Vec<Value> = Vec::new();
+    let mut events = 0usize;
+    let mut failure = None;
+    let mut handle = |event: Vec<u8>, traced: &mut Vec<Value>| {
+        let (name, data) = parse_event(&event);
+        let value = serde_json::from_str::<Value>(&data).ok();
+        let mut pass = true;
+        if let Some(value) = &value {
+            watch.observe(value);
+            if hide_usage_chunk
+                && value
+                    .get("choices")
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+                && value.get("usage").is_some_and(Value::is_object)
+            {
+                pass = false;
+            }
+        }
+        events += 1;
+        if traced.len() < TRACED_EVENTS {
+            traced.push(json!({
+                "event": name,
+                "data": value.unwrap_or(Value::String(data)),
+            }));
+        }
+        if pass {
+            let _ = tx.send(Ok(Bytes::from(event)));
+        }
+    };
+    while let Some(chunk) = upstream.next().await {
+        match chunk {
+            Ok(bytes) => {
+                for event in splitter.push(&bytes) {
+                    handle(event, &mut traced);
+                }
+            }
+            Err(err) => {
+                failure = Some(err.to_string());
+                break;
+            }
+        }
+    }
+    let rest = splitter.rest();
+    if !rest.iter().all(u8::is_ascii_whitespace) {
+        handle(rest, &mut traced);
+    }
+    match failure {
+        None => call.record_ok(watch.usage(api), false, retries),
+        Some(err) => {
+            let _ = tx.send(Err(std::io::Error::other(err.clone())));
+            call.record_failure(
+                CallStatus::BackendError,
+                &format!("the upstream stream broke off: {err}"),
+            );
+        }
+    }
+    let mut summary = json!({
+        "stream": true,
+        "events": events,
+        "usage": usage_summary(&watch, api),
+        "model": watch.model(),
+        "data": traced,
+    });
+    if events > TRACED_EVENTS {
+        summary["events_not_traced"] = json!(events - TRACED_EVENTS);
+    }
+    call.trace("response", Some(200), &summary);
+}
+
+fn usage_summary(watch: &UsageWatch, api: Api) -> Value {
+    if !watch.seen() {
+        return Value::Null;
+    }
+    let u = watch.usage(api);
+    json!({ "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens,
+            "output_tokens": u.output_tokens })
+}
+
+/// The message of a provider error body, or the body itself, shortened.
+fn error_text(value: &Value) -> String {
+    match value.pointer("/error/message").and_then(Value::as_str) {
+        Some(message) => message.to_owned(),
+        None => value.to_string().chars().take(500).collect(),
+    }
+}

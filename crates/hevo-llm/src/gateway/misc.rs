@@ -1,0 +1,111 @@
+//! The small endpoints: `HEAD /` and `GET /`, the model list and one model, embeddings, and the
+//! 404 of every path not served.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::call::api_key;
+use super::forward::forward;
+use super::{ApiError, Dialect, ErrorKind, Gateway, SERVED};
+use crate::backend::Api;
+
+/// The dialect to answer a request with no API of its own in: Anthropic when the caller sent
+/// Anthropic's version header, else OpenAI.
+fn guess_dialect(headers: &HeaderMap) -> Dialect {
+    if headers.contains_key("anthropic-version") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    }
+}
+
+/// `HEAD /` and `GET /` (Claude Code checks that the base URL answers): what is served.
+pub(crate) async fn root(method: Method) -> Response {
+    if method == Method::HEAD {
+        return StatusCode::OK.into_response();
+    }
+    Json(json!({ "service": "hevo gateway", "served": SERVED })).into_response()
+}
+
+/// Any other path: 404 in the caller's dialect, listing what is served.
+pub(crate) async fn not_served(method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    ApiError::new(
+        guess_dialect(&headers),
+        ErrorKind::NotFound,
+        format!(
+            "{method} {} is not served by hevo's gateway; it serves: {}",
+            uri.path(),
+            SERVED.join(", ")
+        ),
+    )
+    .into_response()
+}
+
+/// One model, in a shape both SDKs read (OpenAI's `object`/`owned_by`, Anthropic's
+/// `type`/`display_name`/`created_at`).
+fn model_json(name: &str) -> Value {
+    json!({
+        "id": name, "object": "model", "created": 0, "owned_by": "hevo",
+        "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z",
+    })
+}
+
+/// `GET /v1/models`.
+pub(crate) async fn list_models(State(gateway): State<Gateway>, headers: HeaderMap) -> Response {
+    if let Err(err) = gateway.authenticate(api_key(&headers), guess_dialect(&headers)) {
+        return err.into_response();
+    }
+    let data: Vec<Value> = gateway.models().iter().map(|m| model_json(m)).collect();
+    Json(json!({
+        "object": "list", "data": data, "has_more": false,
+        "first_id": gateway.models().first(), "last_id": gateway.models().last(),
+    }))
+    .into_response()
+}
+
+/// `GET /v1/models/{id}`: a model harnesses may call (the default route serves any name).
+pub(crate) async fn get_model(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let dialect = guess_dialect(&headers);
+    if let Err(err) = gateway.authenticate(api_key(&headers), dialect) {
+        return err.into_response();
+    }
+    if gateway.route(&id).is_none() {
+        return ApiError::new(
+            dialect,
+            ErrorKind::NotFound,
+            format!(
+                "model `{id}` is not served by this gateway; available: {}",
+                gateway.models().join(", ")
+            ),
+        )
+        .into_response();
+    }
+    Json(model_json(&id)).into_response()
+}
+
+/// `POST /v1/embeddings`: forwarded to an OpenAI-compatible upstream; other backends answer
+/// 400.
+pub(crate) async fn embeddings(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body) {
+        Ok(begun) => begun,
+        Err(err) => return err.into_response(),
+    };
+    if call.backend().forwards(Api::Embeddings) {
+        forward(call, raw, &headers, None).await
+    } else {
+        call.unsupported("embeddings (`POST /v1/embeddings`)")
+            .into_response()
+    }
+}

@@ -1,0 +1,184 @@
+//! The agent presets: the command line and environment of today's coding-agent CLIs run
+//! headless through hevo's gateway (checked with Claude Code 2.1.332 and Codex 0.171.0).
+//!
+//! In a command line, `{prompt}` is replaced by the prompt, `{openai_base_url}` and
+//! `{anthropic_base_url}` by the gateway's URLs; in an environment value, `{agent_home}` is
+//! replaced by the agent's own home directory (outside the archive, so its config,
+//! conversation logs and caches never reach the next proposer).
+
+/// The placeholder in a command line that is replaced by the prompt.
+pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
+
+/// The placeholder in an environment value that is replaced by the agent's home.
+pub const HOME_PLACEHOLDER: &str = "{agent_home}";
+
+/// A named agent: how to start it headless and what it needs in its environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// The command line template.
+    pub command: Vec<String>,
+    /// Variables the agent needs (values may hold [`HOME_PLACEHOLDER`]).
+    pub env: Vec<(String, String)>,
+    /// How to install the agent, for the error when it is missing.
+    pub install: &'static str,
+}
+
+/// The preset named `name` (`claude` or `codex`), asking for `model` when given (else the
+/// agent's default model name reaches the gateway, which serves it by its default route).
+///
+/// - `claude`: Claude Code in print mode (`claude -p`), allowed to edit files and run
+///   commands without asking (`--permission-mode acceptEdits` and `--allowedTools`; its
+///   `bypassPermissions` is refused when running as root), its config in the agent home,
+///   non-essential traffic and telemetry (which would go straight to the vendor) off.
+/// - `codex`: `codex exec` with `--sandbox workspace-write` (`--full-auto` is gone) and a
+///   custom provider pointed at the gateway's Responses endpoint (Codex ignores
+///   `OPENAI_BASE_URL`), keyed by the trial's `OPENAI_API_KEY`, its state in the agent home.
+pub fn preset(name: &str, model: Option<&str>) -> Option<Preset> {
+    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let pairs = |items: &[(&str, &str)]| {
+        items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+    };
+    match name {
+        "claude" => {
+            let mut command = strings(&[
+                "claude",
+                "-p",
+                PROMPT_PLACEHOLDER,
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                "Bash Read Write Edit Glob Grep",
+                "--output-format",
+                "text",
+            ]);
+            if let Some(model) = model {
+                command.extend(["--model".to_string(), model.to_string()]);
+            }
+            Some(Preset {
+                command,
+                env: pairs(&[
+                    ("CLAUDE_CONFIG_DIR", "{agent_home}/.claude"),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                    ("DISABLE_TELEMETRY", "1"),
+                    ("DISABLE_AUTOUPDATER", "1"),
+                ]),
+                install: "npm install -g @anthropic-ai/claude-code@2.1.332",
+            })
+        }
+        "codex" => {
+            let mut command = strings(&[
+                "codex",
+                "exec",
+                "--skip-git-repo-check",
+                "--sandbox",
+                "workspace-write",
+                "-c",
+                "model_provider=\"hevo\"",
+                "-c",
+                "model_providers.hevo.name=\"hevo\"",
+                "-c",
+                "model_providers.hevo.base_url=\"{openai_base_url}\"",
+                "-c",
+                "model_providers.hevo.env_key=\"OPENAI_API_KEY\"",
+            ]);
+            if let Some(model) = model {
+                command.extend(["-c".to_string(), format!("model=\"{model}\"")]);
+            }
+            command.push(PROMPT_PLACEHOLDER.to_string());
+            Some(Preset {
+                command,
+                env: pairs(&[("CODEX_HOME", "{agent_home}/.codex")]),
+                install: "npm install -g @openai/codex@0.171.0",
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The command line with the prompt and the gateway's URLs substituted (the prompt is
+/// appended if there is no placeholder).
+pub fn command_line(
+    template: &[String],
+    prompt: &str,
+    openai_base_url: &str,
+    anthropic_base_url: &str,
+) -> Vec<String> {
+    let mut argv: Vec<String> = template
+        .iter()
+        .map(|a| {
+            a.replace("{openai_base_url}", openai_base_url)
+                .replace("{anthropic_base_url}", anthropic_base_url)
+                .replace(PROMPT_PLACEHOLDER, prompt)
+        })
+        .collect();
+    if !template.iter().any(|a| a.contains(PROMPT_PLACEHOLDER)) {
+        argv.push(prompt.to_string());
+    }
+    argv
+}
+
+/// Checks that the agent's program can be started: a path that exists, or a name found on
+/// `PATH`. The error names the program and how to install it (`install`, if known).
+pub fn check_program(command: &[String], install: Option<&str>) -> Result<(), String> {
+    let Some(program) = command.first() else {
+        return Err("the agent command is empty: give the program and its arguments".into());
+    };
+    let found = if program.contains('/') {
+        std::path::Path::new(program).is_file()
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path).any(|d| d.join(program).is_file())
+    };
+    if found {
+        return Ok(());
+    }
+    let fix = match install {
+        Some(install) => format!("install it (`{install}`) or set `[proposer] command`"),
+        None => "fix `[proposer] command` or install the program".into(),
+    };
+    Err(format!(
+        "the agent program `{program}` is not found (on PATH or as a path): {fix}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_put_the_prompt_and_the_gateway_in_place() {
+        let claude = preset("claude", Some("m1")).unwrap();
+        let argv = command_line(&claude.command, "do it", "http://o/v1", "http://a");
+        assert_eq!(&argv[..3], &["claude", "-p", "do it"]);
+        assert_eq!(&argv[argv.len() - 2..], &["--model", "m1"]);
+        assert!(claude.env.contains(&(
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+            "1".into()
+        )));
+        let codex = preset("codex", None).unwrap();
+        let argv = command_line(&codex.command, "do it", "http://o/v1", "http://a");
+        assert_eq!(argv.last().unwrap(), "do it");
+        assert!(argv.contains(&"model_providers.hevo.base_url=\"http://o/v1\"".to_string()));
+        assert!(!argv.iter().any(|a| a == "--full-auto"));
+        assert!(preset("gemini", None).is_none());
+    }
+
+    #[test]
+    fn a_template_without_placeholder_gets_the_prompt_appended() {
+        let argv = command_line(&["my-agent".into(), "--fast".into()], "p", "", "");
+        assert_eq!(argv, vec!["my-agent", "--fast", "p"]);
+    }
+
+    #[test]
+    fn a_missing_program_is_named_with_its_install_line() {
+        let err = check_program(&["hevo-no-such-agent".into()], Some("npm i x")).unwrap_err();
+        assert!(
+            err.contains("`hevo-no-such-agent`") && err.contains("npm i x"),
+            "{err}"
+        );
+        assert!(check_program(&["bash".into()], None).is_ok());
+    }
+}
