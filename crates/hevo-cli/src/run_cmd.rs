@@ -181,8 +181,12 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let mut proposer: Box<dyn Proposer> = match config.proposer.kind.as_str() {
         "agent" => {
             let preset = config.proposer.preset.as_deref().map(|p| {
-                hevo_search::proposer::agent_preset::preset(p, config.proposer.model.as_deref())
-                    .ok_or_else(|| user(format!("unknown agent preset `{p}`")))
+                hevo_search::proposer::agent_preset::preset(
+                    p,
+                    config.proposer.model.as_deref(),
+                    launcher.isolation() != "none",
+                )
+                .ok_or_else(|| user(format!("unknown agent preset `{p}`")))
             });
             let preset = preset.transpose()?;
             let (command, mut env, install) = match (&config.proposer.command, preset) {

@@ -150,7 +150,11 @@ fn run_preset(preset: &str) {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|l| l["name"] == "better")
-        .unwrap_or_else(|| panic!("no line for the candidate:\n{summary}\n{stderr}"));
+        .unwrap_or_else(|| {
+            let err = std::fs::read_to_string(run.join("proposer/iter-001/stderr.txt"))
+                .unwrap_or_default();
+            panic!("no line for the candidate:\n{summary}\n{stderr}\nagent stderr:\n{err}")
+        });
     assert_eq!(better["outcome"], "evaluated", "{better}");
     assert!(better["estimate"].as_f64().unwrap() > 0.9, "{better}");
     // every request of the agent is in the ledger, under the proposer's key

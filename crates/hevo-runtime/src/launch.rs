@@ -67,6 +67,10 @@ pub struct Access {
     /// Paths that must stay invisible even when they lie inside a visible one (the run
     /// directory and the suite, should a harness directory contain them).
     pub hidden: Vec<PathBuf>,
+    /// A private, empty, writable `/tmp` that vanishes with the process (agent CLIs write
+    /// there whatever `TMPDIR` says; trials get none, their `TMPDIR` is their working
+    /// directory).
+    pub private_tmp: bool,
 }
 
 /// How a launched process ended.

@@ -176,6 +176,9 @@ impl SandboxLauncher {
         // No writable /tmp: the root (and so /tmp) is remounted read-only below, and
         // `TMPDIR` points into the working directory.
         a.extend(["--proc", "/proc", "--dev", "/dev"].map(String::from));
+        if access.private_tmp {
+            a.extend(["--tmpfs", "/tmp"].map(String::from));
+        }
         let mut ro: Vec<PathBuf> = self.options.read_only.clone();
         ro.extend(access.read_only.iter().cloned());
         ro.extend(program_prefixes(argv.first().map(String::as_str)));

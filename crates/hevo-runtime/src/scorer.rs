@@ -278,6 +278,7 @@ fn scorer_spec(
             read_only: vec![ctx.suite_dir.to_path_buf(), ctx.workdir.to_path_buf()],
             writable: Vec::new(),
             hidden: Vec::new(),
+            private_tmp: false,
         },
     }
 }

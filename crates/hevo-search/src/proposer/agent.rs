@@ -111,6 +111,7 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
             read_only: Vec::new(),
             writable: vec![call.archive.join("pending"), call.home.clone()],
             hidden: Vec::new(),
+            private_tmp: true,
         },
     };
     let outcome: ProcessOutcome = match launcher.launch(spec).await {

@@ -33,7 +33,11 @@ pub struct Preset {
 /// - `codex`: `codex exec` with `--sandbox workspace-write` (`--full-auto` is gone) and a
 ///   custom provider pointed at the gateway's Responses endpoint (Codex ignores
 ///   `OPENAI_BASE_URL`), keyed by the trial's `OPENAI_API_KEY`, its state in the agent home.
-pub fn preset(name: &str, model: Option<&str>) -> Option<Preset> {
+///   When hevo itself confines the agent (`contained`: its bubblewrap sandbox), Codex's own
+///   sandbox is off (`danger-full-access`): it cannot nest inside hevo's, whose tool calls
+///   then failed silently, and hevo's already allows writes only to `pending/` and the
+///   agent's home.
+pub fn preset(name: &str, model: Option<&str>, contained: bool) -> Option<Preset> {
     let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let pairs = |items: &[(&str, &str)]| {
         items
@@ -74,7 +78,11 @@ pub fn preset(name: &str, model: Option<&str>) -> Option<Preset> {
                 "exec",
                 "--skip-git-repo-check",
                 "--sandbox",
-                "workspace-write",
+                if contained {
+                    "danger-full-access"
+                } else {
+                    "workspace-write"
+                },
                 "-c",
                 "model_provider=\"hevo\"",
                 "-c",
@@ -150,7 +158,7 @@ mod tests {
 
     #[test]
     fn presets_put_the_prompt_and_the_gateway_in_place() {
-        let claude = preset("claude", Some("m1")).unwrap();
+        let claude = preset("claude", Some("m1"), true).unwrap();
         let argv = command_line(&claude.command, "do it", "http://o/v1", "http://a");
         assert_eq!(&argv[..3], &["claude", "-p", "do it"]);
         assert_eq!(&argv[argv.len() - 2..], &["--model", "m1"]);
@@ -158,12 +166,17 @@ mod tests {
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
             "1".into()
         )));
-        let codex = preset("codex", None).unwrap();
+        let codex = preset("codex", None, false).unwrap();
         let argv = command_line(&codex.command, "do it", "http://o/v1", "http://a");
         assert_eq!(argv.last().unwrap(), "do it");
+        assert!(argv.contains(&"workspace-write".to_string()));
+        let contained = preset("codex", None, true).unwrap();
+        assert!(contained
+            .command
+            .contains(&"danger-full-access".to_string()));
         assert!(argv.contains(&"model_providers.hevo.base_url=\"http://o/v1\"".to_string()));
         assert!(!argv.iter().any(|a| a == "--full-auto"));
-        assert!(preset("gemini", None).is_none());
+        assert!(preset("gemini", None, false).is_none());
     }
 
     #[test]
