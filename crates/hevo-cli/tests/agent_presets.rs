@@ -69,7 +69,7 @@ fn upstream(dir: &Path) -> Upstream {
 /// A copy of `examples/threshold` whose proposer is `preset`, its model layer the scripted
 /// upstream. Not under /tmp: Codex refuses to set up its sandbox helper below a temp dir.
 fn search_dir(preset: &str, port: u16) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tmp = agent_scratch();
     let dir = tmp.path().join("threshold");
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threshold");
     std::fs::create_dir_all(dir.join("seed")).unwrap();
@@ -127,7 +127,7 @@ fn run_preset(preset: &str) {
     if !on_path(preset) {
         return;
     }
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let work = agent_scratch();
     let up = upstream(work.path());
     let (_tmp, dir) = search_dir(preset, up.port);
     let out = hevo()
@@ -215,4 +215,23 @@ fn a_missing_agent_is_refused_before_phase_0() {
                 == 0
         }
     );
+}
+
+/// A scratch directory for the agent CLIs that is not under the system temp directory:
+/// Codex refuses to set up its sandbox helper there, and a checkout (so `target/tmp`) may
+/// itself live under `/tmp`. Falls back to `$HOME/.cache/hevo-test-scratch`.
+fn agent_scratch() -> tempfile::TempDir {
+    let target = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let sys = std::env::temp_dir();
+    let base = if target.starts_with(&sys) || target.starts_with("/tmp") {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let base = home
+            .unwrap_or_else(|| "/var/tmp".into())
+            .join(".cache/hevo-test-scratch");
+        std::fs::create_dir_all(&base).unwrap();
+        base
+    } else {
+        target
+    };
+    tempfile::tempdir_in(base).unwrap()
 }

@@ -41,7 +41,7 @@ impl Through {
     /// `anthropic` backend (the default for unknown names), all on the scripted upstream.
     pub async fn start(target_name: &str) -> Self {
         // not under /tmp: Codex refuses to set up its sandbox helper in a temporary dir
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dir = agent_scratch();
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
@@ -225,4 +225,23 @@ pub fn run(mut command: Command, env: &[(String, String)], cwd: &Path) -> (bool,
         String::from_utf8_lossy(&output.stderr)
     );
     (output.status.success(), text)
+}
+
+/// A scratch directory for the agent CLIs that is not under the system temp directory:
+/// Codex refuses to set up its sandbox helper there, and a checkout (so `target/tmp`) may
+/// itself live under `/tmp`. Falls back to `$HOME/.cache/hevo-test-scratch`.
+fn agent_scratch() -> tempfile::TempDir {
+    let target = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let sys = std::env::temp_dir();
+    let base = if target.starts_with(&sys) || target.starts_with("/tmp") {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let base = home
+            .unwrap_or_else(|| "/var/tmp".into())
+            .join(".cache/hevo-test-scratch");
+        std::fs::create_dir_all(&base).unwrap();
+        base
+    } else {
+        target
+    };
+    tempfile::tempdir_in(base).unwrap()
 }
