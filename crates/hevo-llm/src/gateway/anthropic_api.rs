@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -261,10 +261,5 @@ fn sse(call: Call, request: ChatRequest, id: String) -> impl IntoResponse {
             Err(err) => send("error", err.body()),
         }
     });
-    let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
-    });
-    Sse::new(events)
+    super::sse_of(rx)
 }

@@ -536,6 +536,19 @@ impl Drop for GatewayHandle {
     }
 }
 
+/// A server-sent-event response that streams the events sent into `rx` until its sender
+/// is dropped (every dialect's streaming answer ends this way).
+pub(crate) fn sse_of(
+    rx: tokio::sync::mpsc::UnboundedReceiver<axum::response::sse::Event>,
+) -> impl axum::response::IntoResponse {
+    let events = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
+    });
+    axum::response::sse::Sse::new(events)
+}
+
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

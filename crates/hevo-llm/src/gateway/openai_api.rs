@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -329,10 +329,5 @@ fn stream(call: Call, request: ChatRequest, options: Options, id: String) -> imp
         }
         let _ = tx.send(Event::default().data("[DONE]"));
     });
-    let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
-    });
-    Sse::new(events)
+    super::sse_of(rx)
 }
