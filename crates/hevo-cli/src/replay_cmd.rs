@@ -61,9 +61,12 @@ pub struct Args {
     /// New candidates per iteration.
     #[arg(long, default_value_t = 3)]
     pub per_iter: usize,
-    /// Number of seeds (0..SEEDS); results are means over seeds.
+    /// Number of seeds (FIRST_SEED..FIRST_SEED+SEEDS); results are means over seeds.
     #[arg(long, default_value_t = 50)]
     pub seeds: u64,
+    /// The first seed (e.g. 100 to report on seeds no constant was tuned on).
+    #[arg(long, default_value_t = 0)]
+    pub first_seed: u64,
     /// Do not split tasks into val and test: val = test = all tasks.
     #[arg(long)]
     pub no_split: bool,
@@ -175,6 +178,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         rho: args.rho,
         per_iter: args.per_iter,
         seeds: args.seeds,
+        first_seed: args.first_seed,
         split: !args.no_split,
         threads,
     };

@@ -39,8 +39,10 @@ pub struct ReplayConfig {
     pub rho: f64,
     /// New candidates per iteration.
     pub per_iter: usize,
-    /// Number of seeds (`0..seeds`).
+    /// Number of seeds (`first_seed..first_seed + seeds`).
     pub seeds: u64,
+    /// The first seed (0 by default; e.g. 100 to report on seeds no constant was tuned on).
+    pub first_seed: u64,
     /// Split tasks 50/50 into val and test (off: val = test = all tasks).
     pub split: bool,
     /// Worker threads over seeds (at least 1).
@@ -105,6 +107,8 @@ pub struct ReplayReport {
     pub per_iter: usize,
     /// Number of seeds.
     pub seeds: u64,
+    /// The first seed.
+    pub first_seed: u64,
     /// Whether tasks were split.
     pub split: bool,
     /// One row per strategy.
@@ -298,7 +302,7 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
 
 /// Runs the replay (seeds in parallel over `threads` workers) and averages over seeds.
 pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
-    let seeds: Vec<u64> = (0..cfg.seeds).collect();
+    let seeds: Vec<u64> = (cfg.first_seed..cfg.first_seed + cfg.seeds).collect();
     let threads = cfg.threads.max(1).min(seeds.len().max(1));
     let mut results: Vec<(u64, SeedOut)> = Vec::new();
     std::thread::scope(|scope| {
@@ -379,6 +383,7 @@ pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
         rho: cfg.rho,
         per_iter: cfg.per_iter,
         seeds: cfg.seeds,
+        first_seed: cfg.first_seed,
         split: cfg.split,
         strategies: rows,
         oracle_test: results.iter().map(|(_, r)| r.1).sum::<f64>() / n,
@@ -391,13 +396,14 @@ impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "replay: {} candidates, {} val / {} test tasks, rho {}, {} per iteration, {} seeds{}",
+            "replay: {} candidates, {} val / {} test tasks, rho {}, {} per iteration, {} seeds from {}{}",
             self.candidates,
             self.val_tasks,
             self.test_tasks,
             self.rho,
             self.per_iter,
             self.seeds,
+            self.first_seed,
             if self.split { "" } else { " (no split)" }
         )?;
         writeln!(

@@ -13,6 +13,7 @@ fn cfg(strategies: Vec<StrategyKind>, rho: f64, seeds: u64) -> ReplayConfig {
         rho,
         per_iter: 3,
         seeds,
+        first_seed: 0,
         split: true,
         threads: 2,
     }

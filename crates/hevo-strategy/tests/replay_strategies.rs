@@ -158,6 +158,7 @@ fn replay_report_has_every_strategy_and_sane_shares() {
         rho: 0.2,
         per_iter: 3,
         seeds: 6,
+        first_seed: 0,
         split: true,
         threads: 2,
     };
