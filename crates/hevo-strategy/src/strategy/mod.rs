@@ -33,12 +33,13 @@
 //! a sampled incumbent is screened against the best exactly known candidate instead; a
 //! candidate still without a trial may draw on the verification share, so none is left
 //! unevaluated. The rest verifies (`default.rs`) when it affords at least 3 full
-//! evaluations: the candidates whose interval still reaches the best exactly known score
-//! are evaluated on the rest of the val set, best estimate first; when that no longer fits,
-//! the top 3 get one more batch per round, and the pick is the best exactly known candidate
-//! unless a sampled one beats it by 1.5 standard errors. With less budget it only plays off
-//! (the top 3 get one more batch per round) and picks the best estimate. Sampled candidates are re-estimated by Rasch-GREG
-//! ([`hevo_stats::estimate::greg_poisson`]); the pick's printed interval is
+//! evaluations: the candidates with at least a 25% chance of beating the best exactly known
+//! score are evaluated on the rest of the val set, best estimate first; when that no longer
+//! fits, the top 3 get one more batch per round; when no candidate has that chance, the rest
+//! of the budget is not spent. With less budget it only plays off (the top 3 get one more
+//! batch per round). Either way the pick is the best exactly known candidate unless a
+//! sampled one beats it by 1.5 standard errors. Sampled candidates are re-estimated by
+//! Rasch-GREG ([`hevo_stats::estimate::greg_poisson`]); the pick's printed interval is
 //! [`Outcome::pick_interval`] (selection-adjusted).
 
 mod coevolve;
@@ -158,7 +159,7 @@ pub enum StrategyKind {
     },
     /// Paired racing against the incumbent under one global budget.
     Race,
-    /// The recommended default: racing, a final playoff, Rasch-GREG re-estimation.
+    /// The recommended default: racing, verification of the finalists, a pick on exact scores.
     Default,
 }
 
