@@ -235,3 +235,39 @@ fn default_gives_every_candidate_a_trial_on_a_small_split() {
         );
     }
 }
+
+/// `first_seed` shifts the seeds: the mean over seeds 4..6 is the mean of the one-seed runs
+/// at 4 and at 5, so tables on fresh seeds (e.g. 100..199) are the same replay, elsewhere.
+#[test]
+fn first_seed_runs_the_later_seeds() {
+    let m = Matrix::from_outcomes(rasch_matrix(14, 60, &SynthParams::near_identical(), 4).outcomes);
+    let at = |first_seed: u64, seeds: u64| {
+        let cfg = ReplayConfig {
+            strategies: vec![StrategyKind::Default, StrategyKind::Fixed],
+            rho: 0.2,
+            per_iter: 3,
+            seeds,
+            first_seed,
+            split: true,
+            threads: 2,
+        };
+        run(&m, &cfg)
+    };
+    let both = at(4, 2);
+    assert_eq!(both.first_seed, 4);
+    let (a, b) = (at(4, 1), at(5, 1));
+    for i in 0..2 {
+        let mean = (a.strategies[i].rank + b.strategies[i].rank) / 2.0;
+        assert!((both.strategies[i].rank - mean).abs() < 1e-12, "{i}");
+        let spend = (a.strategies[i].evals_share + b.strategies[i].evals_share) / 2.0;
+        assert!(
+            (both.strategies[i].evals_share - spend).abs() < 1e-12,
+            "{i}"
+        );
+    }
+    assert_ne!(
+        at(0, 2).strategies,
+        both.strategies,
+        "seeds 0..2 and 4..6 differ"
+    );
+}
