@@ -727,8 +727,9 @@ mod tests {
             assert!(msg.contains("dir/hevo.toml:"), "{gw}: {msg}");
             assert!(msg.contains(says), "{gw}: {msg}");
         }
+        // The location is the `[gateway]` table's line (the checks span its keys).
         let msg = at("bind = \"nope\"").unwrap_err();
-        assert!(msg.contains("dir/hevo.toml:5:"), "{msg}");
+        assert!(msg.contains("dir/hevo.toml:3:"), "{msg}");
     }
 
     #[test]
