@@ -473,7 +473,10 @@ mod tests {
         for d in [&dead, &live, &other, &socket, &kept] {
             std::fs::create_dir_all(d.join("sub")).unwrap();
         }
-        assert_eq!(clean_leftover_workdirs(root.path(), &[kept.clone()]), 2);
+        assert_eq!(
+            clean_leftover_workdirs(root.path(), std::slice::from_ref(&kept)),
+            2
+        );
         assert!(!socket.exists() && kept.exists());
         assert!(!dead.exists() && live.exists() && other.exists());
     }
