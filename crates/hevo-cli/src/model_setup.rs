@@ -1,12 +1,13 @@
-//! Starts the model layer for a run: backends from `[model]`, the gateway on loopback, the
-//! ledger into the run's store, and per-trial keys for the engine.
+//! Starts the model layer for a run: backends from `[model]`, the gateway (on loopback, or
+//! where `[gateway]` says for Slurm trials), the ledger into the run's store, and per-trial
+//! keys for the engine.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::anyhow;
 use hevo_llm::model_file::{self, PullOutcome};
-use hevo_llm::{BackendKind, GatewayHandle, ModelLayerConfig};
+use hevo_llm::{BackendKind, GatewayHandle, Listen, ModelLayerConfig};
 use hevo_runtime::model_access::ModelEnv;
 use hevo_runtime::model_access::{GatewayAccess, ModelAccess, SqliteSink, Ticket};
 use hevo_search::config::RunConfig;
@@ -19,6 +20,8 @@ use crate::CliError;
 pub struct ModelLayer {
     handle: Option<GatewayHandle>,
     access: Option<Arc<dyn ModelAccess>>,
+    /// Keys for processes on this machine (the agent proposer): loopback URLs.
+    local_access: Option<Arc<dyn ModelAccess>>,
     open_tickets: std::sync::Mutex<Vec<Ticket>>,
 }
 
@@ -34,12 +37,27 @@ impl ModelLayer {
             .model
             .clone()
             .unwrap_or_else(ModelLayerConfig::local_default);
-        Self::start_layer(&layer, run_dir, log)
+        // Only trials on other machines are given the advertised URL; local ones (sandboxed,
+        // loopback only) keep reaching the gateway on loopback.
+        let remote = config.executor.kind == hevo_search::config::ExecutorKind::Slurm;
+        Self::serve_layer(&layer, &config.gateway.listen(), remote, run_dir, log)
     }
 
-    /// Starts the given model-layer configuration.
+    /// Starts the given model-layer configuration on loopback.
     pub fn start_layer(
         layer: &ModelLayerConfig,
+        run_dir: &Path,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<ModelLayer, CliError> {
+        Self::serve_layer(layer, &Listen::default(), false, run_dir, log)
+    }
+
+    /// Starts `layer` with its gateway on `listen`; trials get the advertised URL when
+    /// `remote` (they run on other machines), the local one otherwise.
+    fn serve_layer(
+        layer: &ModelLayerConfig,
+        listen: &Listen,
+        remote: bool,
         run_dir: &Path,
         log: &mut dyn FnMut(&str),
     ) -> Result<ModelLayer, CliError> {
@@ -47,6 +65,7 @@ impl ModelLayer {
             return Ok(ModelLayer {
                 handle: None,
                 access: None,
+                local_access: None,
                 open_tickets: Default::default(),
             });
         }
@@ -79,19 +98,45 @@ impl ModelLayer {
         );
         // The gateway serves on the process runtime, beside the trials it answers.
         let handle = hevo_runtime::rt::block_on(async {
-            hevo_llm::Gateway::start(gateway_config, backends, sink)
+            hevo_llm::Gateway::new(gateway_config, backends, sink)?.serve_on(listen)
         })
-        .map_err(|e| CliError::User(anyhow!("cannot start the model gateway: {e}")))?;
-        log(&format!("model gateway on {}", handle.openai_base_url()));
-        let access: Arc<dyn ModelAccess> = Arc::new(GatewayAccess::new(
-            handle.gateway().clone(),
-            handle.openai_base_url(),
-            handle.anthropic_base_url(),
-            layer.caps.trial,
-        ));
+        .map_err(|e| {
+            CliError::User(anyhow!(
+                "cannot start the model gateway on {} (`[gateway] bind` in hevo.toml): {e}",
+                listen.bind
+            ))
+        })?;
+        let local = handle.local_base_urls();
+        let urls = if remote {
+            (handle.openai_base_url(), handle.anthropic_base_url())
+        } else {
+            local.clone()
+        };
+        log(&format!("model gateway on {}", urls.0));
+        if listen.is_exposed() {
+            // Printed even without progress output: it is a security notice.
+            eprintln!(
+                "hevo: notice: the model gateway listens on {} (`[gateway] bind`), open to the \
+                 network, not only this machine; calls need a live per-trial key, but let only \
+                 the compute nodes reach that port (firewall). Trials are told {}",
+                handle.addr(),
+                urls.1
+            );
+        }
+        let key_access = |(openai, anthropic): (String, String)| -> Arc<dyn ModelAccess> {
+            Arc::new(GatewayAccess::new(
+                handle.gateway().clone(),
+                openai,
+                anthropic,
+                layer.caps.trial,
+            ))
+        };
+        let access = key_access(urls);
+        let local_access = key_access(local);
         Ok(ModelLayer {
             handle: Some(handle),
             access: Some(access),
+            local_access: Some(local_access),
             open_tickets: Default::default(),
         })
     }
@@ -105,7 +150,7 @@ impl ModelLayer {
     /// until [`ModelLayer::shutdown`], its calls traced under `trace_dir`, so its spend lands
     /// in the same ledger.
     pub fn proposer_env(&self, trace_dir: &Path) -> ModelEnv {
-        match &self.access {
+        match &self.local_access {
             Some(access) => match access.open("proposer", trace_dir) {
                 Ok((env, ticket)) => {
                     self.open_tickets.lock().expect("tickets lock").push(ticket);
@@ -128,7 +173,7 @@ impl ModelLayer {
 
     /// Stops the gateway.
     pub fn shutdown(self) {
-        if let Some(access) = &self.access {
+        if let Some(access) = &self.local_access {
             for t in self.open_tickets.lock().expect("tickets lock").drain(..) {
                 access.close(t);
             }

@@ -1,7 +1,10 @@
 //! `[executor] kind = "slurm"` against a real single-node Slurm cluster (started by
-//! `.ci/slurm-up.sh`): jobs really pass through the scheduler, a job cancelled from outside
-//! is an infra fault and is retried, and a hevo killed mid-run re-attaches to its running
-//! jobs instead of submitting them again.
+//! `.ci/slurm-up.sh`): jobs really pass through the scheduler, launches that arrive together
+//! run as one job array, a job (or array element) cancelled from outside is an infra fault
+//! and is retried, a hevo killed mid-run re-attaches to its running jobs and reads back the
+//! ones that finished while it was down instead of submitting them again (command scorers
+//! then see what those jobs left), and a harness calls a scripted model through the gateway
+//! bound to this machine's non-loopback address.
 //!
 //! Without a cluster these tests say so and pass, unless `HEVO_TEST_SLURM=1` (set by
 //! `.ci/run`), which makes a missing cluster a failure.
@@ -33,11 +36,44 @@ fn cluster() -> bool {
 /// A search directory whose harness runs `body` (bash) and answers the task's input; a
 /// small val split, so a run is a few dozen jobs.
 fn setup(tmp: &Path, body: &str, tasks: usize) -> PathBuf {
+    setup_with(tmp, body, tasks, &Setup::default())
+}
+
+/// What a test changes in [`setup`]'s search.
+struct Setup {
+    /// `[search] jobs`.
+    jobs: u32,
+    /// More `[executor]` lines.
+    executor: String,
+    /// The `command` scorer checking `out.txt` in the working directory instead of `exact`.
+    command_scorer: bool,
+    /// The whole `[model]` table and anything after it (default: an empty `[model]`).
+    model: String,
+    /// The harness entry (default bash `h.sh`).
+    entry: String,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            jobs: 2,
+            executor: String::new(),
+            command_scorer: false,
+            model: "[model]\n".into(),
+            entry: "[\"bash\", \"h.sh\"]".into(),
+        }
+    }
+}
+
+fn setup_with(tmp: &Path, body: &str, tasks: usize, s: &Setup) -> PathBuf {
     let dir = tmp.join("search");
     std::fs::create_dir_all(dir.join("seed")).unwrap();
     std::fs::write(
         dir.join("seed/harness.toml"),
-        "name = \"seed\"\nentry = [\"bash\", \"h.sh\"]\n[params]\nk = { values = [1, 2], default = 1 }\n",
+        format!(
+            "name = \"seed\"\nentry = {}\n[params]\nk = {{ values = [1, 2], default = 1 }}\n",
+            s.entry
+        ),
     )
     .unwrap();
     std::fs::write(
@@ -45,9 +81,21 @@ fn setup(tmp: &Path, body: &str, tasks: usize) -> PathBuf {
         format!("input=$(cat)\n{body}\necho \"$input\"\n"),
     )
     .unwrap();
+    let scorer = if s.command_scorer {
+        // Passes when the job left its input in `out.txt` in the trial's working directory.
+        std::fs::write(
+            dir.join("check.py"),
+            "import json, sys\nd = json.load(sys.stdin)\n\
+             sys.exit(0 if open('out.txt').read().strip() == json.dumps(d['input']) else 1)\n",
+        )
+        .unwrap();
+        "kind = \"command\"\ncommand = [\"python3\", \"{suite}/check.py\"]\n"
+    } else {
+        "kind = \"exact\"\n"
+    };
     std::fs::write(
         dir.join("suite.toml"),
-        "name = \"echo\"\n[scorer]\nkind = \"exact\"\n",
+        format!("name = \"echo\"\n[scorer]\n{scorer}"),
     )
     .unwrap();
     let mut lines =
@@ -60,13 +108,44 @@ fn setup(tmp: &Path, body: &str, tasks: usize) -> PathBuf {
     std::fs::write(dir.join("tasks.jsonl"), lines.join("\n") + "\n").unwrap();
     std::fs::write(
         dir.join("hevo.toml"),
-        "suite = \".\"\nseeds = [\"seed\"]\nseed = 3\n[model]\n\
-         [search]\niterations = 1\ncandidates_per_iteration = 1\njobs = 2\n\
-         [evaluation]\nstrategy = \"full\"\n\
-         [executor]\nkind = \"slurm\"\n",
+        format!(
+            "suite = \".\"\nseeds = [\"seed\"]\nseed = 3\n\
+             [search]\niterations = 1\ncandidates_per_iteration = 1\njobs = {}\n\
+             [evaluation]\nstrategy = \"full\"\n\
+             [executor]\nkind = \"slurm\"\n{}\n{}",
+            s.jobs, s.executor, s.model
+        ),
     )
     .unwrap();
     dir
+}
+
+/// `(job id, spooled stdin)` of every launch in the run's spool.
+fn spooled(dir: &Path) -> Vec<(String, String)> {
+    let spool = dir.join("runs/search/slurm");
+    std::fs::read_dir(&spool)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let id = std::fs::read_to_string(e.path().join("job_id")).ok()?;
+                    let stdin = std::fs::read_to_string(e.path().join("stdin")).ok()?;
+                    Some((id.trim().to_string(), stdin.trim().to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn scontrol(id: &str) -> String {
+    let out = Command::new("scontrol")
+        .args(["show", "job", "-o", id])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.split_whitespace().find_map(|w| w.strip_prefix(key))
 }
 
 fn run(dir: &Path, tmp: &Path) -> std::process::Output {
@@ -161,20 +240,14 @@ fn a_job_cancelled_from_outside_is_an_infra_fault_and_is_retried() {
     let mut cancelled = false;
     for _ in 0..600 {
         if marker.exists() {
-            let out = Command::new("squeue")
-                .args(["-h", "-t", "RUNNING", "-o", "%i %o"])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            // The sleeping first attempt is the running job whose spooled stdin is task v0's
-            // input (other trials may be running beside it).
-            let sleeping = text.lines().find_map(|l| {
-                let (id, script) = l.split_once(' ')?;
-                let stdin = Path::new(script.trim()).parent()?.join("stdin");
-                let input = std::fs::read_to_string(stdin).ok()?;
-                (input.trim() == "\"x0\"" && script.contains(&*dir.to_string_lossy()))
-                    .then(|| id.to_string())
-            });
+            // The sleeping first attempt is the launch whose spooled stdin is task v0's input
+            // (a plain job or an array element `A_i`; other trials may run beside it).
+            let sleeping = spooled(&dir)
+                .into_iter()
+                .find(|(id, stdin)| {
+                    stdin == "\"x0\"" && field(&scontrol(id), "JobState=") == Some("RUNNING")
+                })
+                .map(|(id, _)| id);
             if let Some(id) = sleeping {
                 std::thread::sleep(Duration::from_millis(500));
                 assert!(Command::new("scancel").arg(&id).status().unwrap().success());
@@ -209,28 +282,138 @@ fn a_killed_hevo_reattaches_to_its_running_jobs_without_duplicates() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("starts.log");
-    let dir = setup(
+    // The command scorer checks out.txt, which a re-attached job wrote in the killed hevo's
+    // working directory.
+    let setup = Setup {
+        command_scorer: true,
+        ..Setup::default()
+    };
+    let dir = setup_with(
         tmp.path(),
-        &format!("echo \"$HEVO_TRIAL_ID\" >> '{}'; sleep 6", log.display()),
+        &format!(
+            "echo \"$HEVO_TRIAL_ID\" >> '{}'; sleep 6; printf '%s' \"$input\" > out.txt",
+            log.display()
+        ),
         3,
+        &setup,
     );
+    kill_hevo_mid_run(&dir, tmp.path(), &log, 2);
+    // The jobs outlive hevo; the same command re-attaches to them.
+    assert!(!our_jobs(tmp.path()).is_empty());
+    let out = run(&dir, tmp.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_trial_ran_twice(&log);
+    let statuses: Vec<String> = {
+        let conn = db(&dir);
+        let mut st = conn.prepare("SELECT status FROM trials").unwrap();
+        let v = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        v
+    };
+    assert!(statuses.len() >= 6, "{statuses:?}");
+    assert!(statuses.iter().all(|s| s == "pass"), "{statuses:?}");
+}
+
+#[test]
+fn launches_that_arrive_together_run_as_one_job_array() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        jobs: 4,
+        executor: "array_max = 3\narray_throttle = 2".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "sleep 1", 8, &setup);
+    let out = run(&dir, tmp.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let passed: i64 = db(&dir)
+        .query_row(
+            "SELECT COUNT(*) FROM trials WHERE status = 'pass'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(passed >= 16, "{passed}");
+    // Array elements: ids `A_i`, each COMPLETED in scontrol as element i of array A, which
+    // Slurm ran with the throttle asked for; no array is larger than array_max.
+    let mut arrays: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (id, _) in spooled(&dir) {
+        let Some((array, index)) = id.split_once('_') else {
+            continue;
+        };
+        let info = scontrol(&id);
+        assert_eq!(field(&info, "JobState="), Some("COMPLETED"), "{id}: {info}");
+        assert_eq!(field(&info, "ArrayJobId="), Some(array), "{id}: {info}");
+        assert_eq!(field(&info, "ArrayTaskId="), Some(index), "{id}: {info}");
+        assert_eq!(
+            field(&info, "ArrayTaskThrottle="),
+            Some("2"),
+            "{id}: {info}"
+        );
+        assert!(
+            field(&info, "JobName=").is_some_and(|n| n.starts_with("hevo-array-")),
+            "{id}: {info}"
+        );
+        arrays.entry(array.to_string()).or_default().push(id);
+    }
+    assert!(!arrays.is_empty(), "no launch ran as an array element");
+    assert!(arrays.values().all(|e| e.len() <= 3), "{arrays:?}");
+    assert!(arrays.values().any(|e| e.len() >= 2), "{arrays:?}");
+    let script = std::fs::read_dir(dir.join("runs/search/slurm/arrays"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("array.sh");
+    assert!(std::fs::read_to_string(script)
+        .unwrap()
+        .contains("SLURM_ARRAY_TASK_ID"));
+}
+
+/// Waits until none of the test's jobs is queued or running.
+fn wait_for_our_jobs_to_end(tmp: &Path) {
+    for _ in 0..1200 {
+        if our_jobs(tmp).is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the jobs never ended: {:?}", our_jobs(tmp));
+}
+
+/// Starts `hevo run` and SIGKILLs it once `started` trials have begun and at least two of
+/// its jobs are queued or running.
+fn kill_hevo_mid_run(dir: &Path, tmp: &Path, log: &Path, started: usize) {
     let mut child = hevo()
         .args(["run", "--json", "--no-progress"])
-        .arg(&dir)
-        .env("TMPDIR", tmp.path())
+        .arg(dir)
+        .env("TMPDIR", tmp)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Kill hevo (SIGKILL) once Phase 0's jobs are running.
     let mut running = Vec::new();
     for _ in 0..600 {
-        running = our_jobs(tmp.path());
-        let started = std::fs::read_to_string(&log)
+        running = our_jobs(tmp);
+        let n = std::fs::read_to_string(log)
             .unwrap_or_default()
             .lines()
             .count();
-        if running.len() >= 2 && started >= 2 {
+        if running.len() >= 2 && n >= started {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -238,21 +421,216 @@ fn a_killed_hevo_reattaches_to_its_running_jobs_without_duplicates() {
     assert!(running.len() >= 2, "no jobs ran: {running:?}");
     child.kill().unwrap();
     child.wait().unwrap();
-    // The jobs outlive hevo; the same command re-attaches to them.
+}
+
+/// Each trial id in the harness's start log appears once (no job was submitted twice).
+fn assert_no_trial_ran_twice(log: &Path) -> usize {
+    let starts = std::fs::read_to_string(log).unwrap();
+    let mut ids: Vec<&str> = starts.lines().collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a trial ran twice:\n{starts}");
+    n
+}
+
+#[test]
+fn jobs_that_finished_while_hevo_was_down_are_read_back_not_resubmitted() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("starts.log");
+    // Each job logs its start, leaves its input in out.txt for the command scorer, then
+    // answers after a while.
+    let setup = Setup {
+        jobs: 3,
+        command_scorer: true,
+        ..Setup::default()
+    };
+    let dir = setup_with(
+        tmp.path(),
+        &format!(
+            "echo \"$HEVO_TRIAL_ID\" >> '{}'; printf '%s' \"$input\" > out.txt; sleep 4",
+            log.display()
+        ),
+        3,
+        &setup,
+    );
+    kill_hevo_mid_run(&dir, tmp.path(), &log, 2);
+    let in_flight = our_jobs(tmp.path());
+    // The jobs finish while no hevo runs; their results stay in the shared run directory.
+    wait_for_our_jobs_to_end(tmp.path());
+    let before = std::fs::read_to_string(&log).unwrap().lines().count();
     let out = run(&dir, tmp.path());
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let starts = std::fs::read_to_string(&log).unwrap();
-    let mut ids: Vec<&str> = starts.lines().collect();
-    let n = ids.len();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), n, "a trial ran twice:\n{starts}");
-    let trials: i64 = db(&dir)
-        .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+    // No job ran twice: the ones that ended while hevo was down were not submitted again.
+    let n = assert_no_trial_ran_twice(&log);
+    assert!(
+        before >= 2 && n > before,
+        "{before} jobs before the kill, {n} in all"
+    );
+    // The trials of the jobs that ended while hevo was down are recorded with what those
+    // jobs produced: their answer on stdout, and out.txt that the command scorer passed.
+    let conn = db(&dir);
+    let mut st = conn
+        .prepare("SELECT task_id, status, answer FROM trials")
+        .unwrap();
+    let rows: Vec<(String, String, Option<String>)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(rows.len() >= 6, "{rows:?}");
+    for (task, status, answer) in &rows {
+        assert_eq!(status, "pass", "{rows:?}");
+        let input = if task == "tr" {
+            "a".to_string()
+        } else {
+            task.replace('v', "x")
+        };
+        assert_eq!(
+            answer.as_deref(),
+            Some(&*format!("\"{input}\"")),
+            "{rows:?}"
+        );
+    }
+    assert!(!in_flight.is_empty());
+}
+
+/// A scripted OpenAI chat-completions upstream on loopback: answers each request with the
+/// last user message as the content. Prints its port first.
+const ECHO_UPSTREAM: &str = r#"
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = body["messages"][-1]["content"]
+        out = json.dumps({"id": "c1", "object": "chat.completion", "created": 0,
+            "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// A harness calling the model with the real OpenAI SDK (base URL and key from the
+/// environment hevo gives the job), logging the URL it was given, answering the reply.
+const SDK_HARNESS: &str = r#"
+import json, os, sys
+from openai import OpenAI
+task = json.loads(sys.stdin.readline())
+with open(URL_LOG, "a") as f:
+    f.write(os.environ["OPENAI_BASE_URL"] + "\n")
+r = OpenAI().chat.completions.create(model="m", messages=[{"role": "user", "content": task}])
+print(json.dumps(r.choices[0].message.content))
+"#;
+
+/// This machine's first non-loopback IPv4 address (`hostname -I`).
+fn host_ip() -> Option<String> {
+    let out = Command::new("hostname").arg("-I").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        })
+        .map(str::to_string)
+}
+
+struct Upstream(std::process::Child);
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn slurm_jobs_call_the_model_through_the_gateway_on_the_advertised_address() {
+    if !cluster() {
+        return;
+    }
+    let ip = host_ip().expect("this machine has a non-loopback IPv4 address");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new("python3")
+        .args(["-c", ECHO_UPSTREAM])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _upstream = Upstream(child);
+    let port: u16 = line.trim().parse().unwrap();
+    let urls = tmp.path().join("urls.log");
+    let setup = Setup {
+        entry: "[\"python3\", \"h.py\"]".into(),
+        model: format!(
+            "[model]\ndefault_model = \"m\"\n\
+             [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
+             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
+             [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
+             [model.prices.\"up\"]\nfree = true\n\
+             [gateway]\nbind = \"0.0.0.0:0\"\nadvertise = \"http://{ip}\"\n"
+        ),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "", 3, &setup);
+    // The job's environment is exactly what hevo gives it, so the log's path is in the code.
+    std::fs::write(
+        dir.join("seed/h.py"),
+        SDK_HARNESS.replace("URL_LOG", &format!("{:?}", urls.display().to_string())),
+    )
+    .unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--no-progress"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("notice: the model gateway listens on 0.0.0.0:"),
+        "{stderr}"
+    );
+    // Every job was told the advertised address (with the bound port), never loopback.
+    let told = std::fs::read_to_string(&urls).unwrap();
+    assert!(told.lines().count() >= 7, "{told}");
+    assert!(
+        told.lines()
+            .all(|u| u.starts_with(&format!("http://{ip}:")) && u.ends_with("/v1")),
+        "{told}"
+    );
+    // Every trial passed on the model's answer and its call is in the ledger.
+    let conn = db(&dir);
+    let (trials, passed, calls): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM trials), \
+                    (SELECT COUNT(*) FROM trials WHERE status = 'pass'), \
+                    (SELECT COUNT(*) FROM model_calls WHERE task_id IS NOT NULL)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
         .unwrap();
     assert!(trials >= 6, "{trials}");
+    assert_eq!(passed, trials);
+    assert!(calls >= trials, "{calls} calls for {trials} trials");
 }

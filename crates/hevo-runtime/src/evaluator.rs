@@ -120,9 +120,10 @@ impl Evaluator {
         std::fs::create_dir_all(&config.run_dir).map_err(run_dir_err)?;
         let run_dir = config.run_dir.canonicalize().map_err(run_dir_err)?;
         let lock = crate::run_lock::RunLock::acquire(&run_dir)?;
-        crate::trial::clean_leftover_workdirs(&config.work_root);
+        let keep = config.launcher.reserved_workdirs();
+        crate::trial::clean_leftover_workdirs(&config.work_root, &keep);
         if config.work_root != std::env::temp_dir() {
-            crate::trial::clean_leftover_workdirs(&std::env::temp_dir());
+            crate::trial::clean_leftover_workdirs(&std::env::temp_dir(), &keep);
         }
         let mut store = Store::open(&run_dir.join("hevo.db"))?;
         store.ensure_run(&config.run_id, &config.kind, &config.config_json)?;

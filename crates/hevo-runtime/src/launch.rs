@@ -161,6 +161,12 @@ pub trait Launcher: Send + Sync {
     fn isolation(&self) -> String {
         "none".into()
     }
+
+    /// Working directories of processes that outlive a killed hevo (Slurm jobs) and whose
+    /// outcome is still to be read: the start-up cleaning of leftovers keeps them.
+    fn reserved_workdirs(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 /// Runs processes directly on this machine, each in its own process group.

@@ -166,9 +166,9 @@ pub const TRIAL_DIR_PREFIX: &str = "hevo-trial-";
 const LEFTOVER_PREFIXES: [&str; 2] = [TRIAL_DIR_PREFIX, "hevo-sock-"];
 
 /// Removes trial working directories and socket directories under `root` left by hevo
-/// processes that are gone (killed runs); those of live processes are kept. Returns how
-/// many were removed.
-pub fn clean_leftover_workdirs(root: &Path) -> usize {
+/// processes that are gone (killed runs); those of live processes, and those in `keep`
+/// (jobs that outlived their hevo), are kept. Returns how many were removed.
+pub fn clean_leftover_workdirs(root: &Path, keep: &[PathBuf]) -> usize {
     let Ok(entries) = std::fs::read_dir(root) else {
         return 0;
     };
@@ -186,7 +186,8 @@ pub fn clean_leftover_workdirs(root: &Path) -> usize {
             continue;
         };
         let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-            || pid as u32 == std::process::id();
+            || pid as u32 == std::process::id()
+            || keep.contains(&e.path());
         if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
             removed += 1;
         }
@@ -466,11 +467,17 @@ mod tests {
             .join(format!("{TRIAL_DIR_PREFIX}{}-def", std::process::id()));
         let other = root.path().join("hevo-trial-notapid");
         let socket = root.path().join(format!("hevo-sock-{dead_pid}-xyz"));
-        for d in [&dead, &live, &other, &socket] {
+        let kept = root
+            .path()
+            .join(format!("{TRIAL_DIR_PREFIX}{dead_pid}-job"));
+        for d in [&dead, &live, &other, &socket, &kept] {
             std::fs::create_dir_all(d.join("sub")).unwrap();
         }
-        assert_eq!(clean_leftover_workdirs(root.path()), 2);
-        assert!(!socket.exists());
+        assert_eq!(
+            clean_leftover_workdirs(root.path(), std::slice::from_ref(&kept)),
+            2
+        );
+        assert!(!socket.exists() && kept.exists());
         assert!(!dead.exists() && live.exists() && other.exists());
     }
 

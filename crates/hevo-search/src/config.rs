@@ -54,6 +54,9 @@ pub struct RunConfig {
     /// Where trials run: this machine (the default) or a Slurm cluster.
     #[serde(default)]
     pub executor: ExecutorConfig,
+    /// Where the model gateway listens and the URL Slurm trials are given.
+    #[serde(default)]
+    pub gateway: ListenConfig,
     /// What the search optimizes: pass rate alone, or pass rate and cost (HarnessPro).
     #[serde(default)]
     pub objective: ObjectiveConfig,
@@ -136,6 +139,13 @@ pub struct ExecutorConfig {
     /// A command each job's command runs inside, e.g. `["apptainer", "exec", "img.sif"]`.
     #[serde(default)]
     pub wrapper: Vec<String>,
+    /// The most launches submitted together as one job array (`sbatch --array`); 1 submits
+    /// every launch as its own job. Default 100.
+    #[serde(default)]
+    pub array_max: Option<u32>,
+    /// How many elements of one array may run at once (`--array=...%N`); default no limit.
+    #[serde(default)]
+    pub array_throttle: Option<u32>,
 }
 
 impl ExecutorConfig {
@@ -167,8 +177,74 @@ impl ExecutorConfig {
                     wrapper: self.wrapper.clone(),
                     spool: run_dir.join("slurm"),
                     poll: std::time::Duration::from_millis(500),
+                    array_max: self.array_max.unwrap_or(100),
+                    array_throttle: self.array_throttle,
                 }))
             }
+        })
+    }
+}
+
+/// `[gateway]`: where the model gateway listens (`docs/config.md`, `docs/scale-out.md`).
+/// Checked while parsing, so a bad value is reported with its line.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(try_from = "ListenTable")]
+pub struct ListenConfig {
+    /// `bind` and `advertise`; `None`: loopback at a free port (the default).
+    pub listen: Option<hevo_llm::Listen>,
+}
+
+impl ListenConfig {
+    /// The listener the gateway is served on.
+    pub fn listen(&self) -> hevo_llm::Listen {
+        self.listen.clone().unwrap_or_default()
+    }
+}
+
+/// `[gateway]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenTable {
+    bind: Option<String>,
+    advertise: Option<String>,
+}
+
+impl TryFrom<ListenTable> for ListenConfig {
+    type Error = String;
+
+    fn try_from(t: ListenTable) -> Result<ListenConfig, String> {
+        let Some(bind) = t.bind else {
+            return match t.advertise {
+                Some(_) => Err(
+                    "`gateway.advertise` is set without `gateway.bind`: the gateway \
+                                listens on 127.0.0.1 only, which other machines cannot reach; add \
+                                e.g. `bind = \"0.0.0.0:8400\"`"
+                        .into(),
+                ),
+                None => Ok(ListenConfig::default()),
+            };
+        };
+        let addr: std::net::SocketAddr = bind.parse().map_err(|_| {
+            format!(
+                "`gateway.bind` is `{bind}`: give an IP address and a port, e.g. \
+                 \"0.0.0.0:8400\" or \"10.0.0.5:0\" (port 0: a free one)"
+            )
+        })?;
+        if let Some(url) = &t.advertise {
+            hevo_llm::check_advertise(url)
+                .map_err(|p| format!("`gateway.advertise` is `{url}`: it {p}"))?;
+        } else if addr.ip().is_unspecified() {
+            return Err(format!(
+                "`gateway.bind` is `{bind}` (every interface) but no `gateway.advertise` says \
+                 which address the compute nodes use: add e.g. \
+                 `advertise = \"http://<this host's name or IP>\"`"
+            ));
+        }
+        Ok(ListenConfig {
+            listen: Some(hevo_llm::Listen {
+                bind: addr,
+                advertise: t.advertise,
+            }),
         })
     }
 }
@@ -513,6 +589,20 @@ impl RunConfig {
                 ));
             }
         }
+        if self.executor.array_max == Some(0) || self.executor.array_max > Some(100_000) {
+            return Err(bad(
+                "executor.array_max",
+                "is out of range: use 1 (no arrays) up to the cluster's MaxArraySize - 1 \
+                 (Slurm's default allows 1000)"
+                    .into(),
+            ));
+        }
+        if self.executor.array_throttle == Some(0) {
+            return Err(bad(
+                "executor.array_throttle",
+                "is 0: use at least 1, or leave it out for no limit".into(),
+            ));
+        }
         if let Some(v) = self.budget.max_usd {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad(
@@ -604,6 +694,42 @@ mod tests {
             let msg = parse(&text).unwrap_err().to_string();
             assert!(msg.contains(key), "{extra}: {msg}");
         }
+    }
+
+    #[test]
+    fn gateway_listeners_are_checked_with_their_line() {
+        let at = |gw: &str| {
+            parse(&format!(
+                "suite = \"s\"\nseeds = [\"a\"]\n[gateway]\n{gw}\n"
+            ))
+            .map(|c| c.gateway.listen())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(at("").unwrap(), hevo_llm::Listen::default());
+        let l = at("bind = \"0.0.0.0:0\"\nadvertise = \"http://login\"").unwrap();
+        assert!(l.is_exposed());
+        assert_eq!(l.advertise.as_deref(), Some("http://login"));
+        assert!(at("bind = \"10.0.0.5:8400\"").is_ok());
+        for (gw, says) in [
+            ("bind = \"login:8400\"", "gateway.bind"),
+            ("bind = \"0.0.0.0:8400\"", "gateway.advertise"),
+            (
+                "advertise = \"http://login:8400\"",
+                "without `gateway.bind`",
+            ),
+            (
+                "bind = \"0.0.0.0:1\"\nadvertise = \"login:8400\"",
+                "http://",
+            ),
+            ("bnd = \"0.0.0.0:1\"", "bnd"),
+        ] {
+            let msg = at(gw).unwrap_err();
+            assert!(msg.contains("dir/hevo.toml:"), "{gw}: {msg}");
+            assert!(msg.contains(says), "{gw}: {msg}");
+        }
+        // The location is the `[gateway]` table's line (the checks span its keys).
+        let msg = at("bind = \"nope\"").unwrap_err();
+        assert!(msg.contains("dir/hevo.toml:3:"), "{msg}");
     }
 
     #[test]

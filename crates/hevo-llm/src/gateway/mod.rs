@@ -21,6 +21,7 @@ mod anthropic_api;
 mod call;
 mod error;
 mod forward;
+mod listen;
 mod misc;
 mod openai_api;
 mod responses_api;
@@ -35,6 +36,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use listen::{check_advertise, Listen};
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, head, post};
@@ -205,6 +208,10 @@ impl std::fmt::Debug for Gateway {
 pub struct GatewayHandle {
     gateway: Gateway,
     addr: SocketAddr,
+    /// The base URL trial-side processes are given (see [`Listen`]).
+    base: String,
+    /// The base URL for processes on this machine.
+    local_base: String,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
 }
@@ -291,8 +298,16 @@ impl Gateway {
     /// # Errors
     /// [`LlmError::NoRuntime`] outside a tokio runtime, [`LlmError::Bind`].
     pub fn serve(self) -> Result<GatewayHandle, LlmError> {
+        self.serve_on(&Listen::default())
+    }
+
+    /// Serves this gateway where `listen` says (the bind address and the advertised URL).
+    ///
+    /// # Errors
+    /// [`LlmError::NoRuntime`] outside a tokio runtime, [`LlmError::Bind`].
+    pub fn serve_on(self, listen: &Listen) -> Result<GatewayHandle, LlmError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| LlmError::NoRuntime)?;
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(LlmError::Bind)?;
+        let std_listener = std::net::TcpListener::bind(listen.bind).map_err(LlmError::Bind)?;
         std_listener.set_nonblocking(true).map_err(LlmError::Bind)?;
         let addr = std_listener.local_addr().map_err(LlmError::Bind)?;
         let (tx, rx) = oneshot::channel::<()>();
@@ -315,6 +330,8 @@ impl Gateway {
         Ok(GatewayHandle {
             gateway: self,
             addr,
+            base: listen.base_url(addr),
+            local_base: listen.local_base_url(addr),
             shutdown: Some(tx),
             server: Some(server),
         })
@@ -469,19 +486,27 @@ impl Gateway {
 }
 
 impl GatewayHandle {
-    /// The listening address (always 127.0.0.1).
+    /// The listening address (127.0.0.1 unless [`Listen::bind`] said otherwise).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// `OPENAI_BASE_URL` for harnesses: `http://127.0.0.1:PORT/v1`.
+    /// `OPENAI_BASE_URL` for harnesses: `http://127.0.0.1:PORT/v1`, or the advertised URL
+    /// plus `/v1`.
     pub fn openai_base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}/v1", self.base)
     }
 
-    /// `ANTHROPIC_BASE_URL` for harnesses: `http://127.0.0.1:PORT` (the SDK appends `/v1`).
+    /// `ANTHROPIC_BASE_URL` for harnesses: `http://127.0.0.1:PORT` or the advertised URL (the
+    /// SDK appends `/v1`).
     pub fn anthropic_base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.base.clone()
+    }
+
+    /// `OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL` for processes on this machine (an agent
+    /// proposer): loopback whenever the listener accepts it.
+    pub fn local_base_urls(&self) -> (String, String) {
+        (format!("{}/v1", self.local_base), self.local_base.clone())
     }
 
     /// The environment a trial's harness gets: `OPENAI_BASE_URL`, `OPENAI_API_KEY`,

@@ -1,0 +1,203 @@
+//! [`Batcher`]: launches that arrive together are submitted as one job array.
+//!
+//! The executor's workers start trials at the same moment (a batch begins, or several
+//! trials end in the same poll and their workers take the next ones), so the first launch
+//! of a quiet period waits [`WINDOW`] for others; then everything waiting is submitted, at
+//! most `array_max` elements per `sbatch --array=0-(n-1)[%throttle]` call. A lone launch is
+//! a plain job. Element `i` of array `A` is Slurm job `A_i`: it is polled, cancelled and
+//! re-attached to by that id like any job.
+//!
+//! ```text
+//! launch ─► pending ─┬─ first of a quiet period: wait WINDOW (or until array_max wait)
+//!                    └─ others: wait for their id
+//!         ─► 1 waiting: sbatch job.sh                         ─► id
+//!         ─► n waiting: sbatch --array=0-(n-1) <array>.sh     ─► A_0 .. A_(n-1)
+//! ```
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{oneshot, Notify};
+
+use super::spool::Spool;
+use super::{script, slurm, SlurmOptions};
+use crate::launch::LaunchError;
+
+/// How long the first launch of a quiet period waits for others to join its array.
+pub const WINDOW: Duration = Duration::from_millis(200);
+
+/// One launch waiting to be submitted.
+struct Pending {
+    name: String,
+    spool: Spool,
+    /// `--time` in minutes.
+    minutes: u64,
+    tx: oneshot::Sender<Result<String, LaunchError>>,
+}
+
+/// Coalesces launches into arrays (see the module documentation).
+pub(crate) struct Batcher {
+    options: SlurmOptions,
+    pending: Mutex<Vec<Pending>>,
+    full: Notify,
+}
+
+impl Batcher {
+    pub fn new(options: SlurmOptions) -> Batcher {
+        Batcher {
+            options,
+            pending: Mutex::new(Vec::new()),
+            full: Notify::new(),
+        }
+    }
+
+    /// Submits the launch whose script is in `spool` (named `name`, `minutes` long) with
+    /// whatever else arrives meanwhile; returns its job id.
+    pub async fn submit(
+        self: &Arc<Self>,
+        name: &str,
+        spool: Spool,
+        minutes: u64,
+    ) -> Result<String, LaunchError> {
+        let (tx, rx) = oneshot::channel();
+        let first = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.push(Pending {
+                name: name.to_string(),
+                spool,
+                minutes,
+                tx,
+            });
+            if pending.len() >= self.options.array_max.max(1) as usize {
+                self.full.notify_one();
+            }
+            pending.len() == 1
+        };
+        if first {
+            let me = Arc::clone(self);
+            tokio::spawn(async move { me.flush().await });
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(LaunchError::Scheduler {
+                job: None,
+                reason: "the submission was dropped".into(),
+            })
+        })
+    }
+
+    async fn flush(&self) {
+        if self.options.array_max > 1 {
+            tokio::select! {
+                _ = tokio::time::sleep(WINDOW) => {}
+                _ = self.full.notified() => {}
+            }
+        }
+        let waiting: Vec<Pending> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut *pending)
+        };
+        let mut rest = waiting.into_iter().peekable();
+        while rest.peek().is_some() {
+            let chunk: Vec<Pending> = rest
+                .by_ref()
+                .take(self.options.array_max.max(1) as usize)
+                .collect();
+            match self.sbatch(&chunk).await {
+                Ok(ids) => {
+                    for (p, id) in chunk.into_iter().zip(ids) {
+                        let _ = p.tx.send(Ok(id));
+                    }
+                }
+                Err(e) => {
+                    let reason = e.to_string();
+                    for p in chunk {
+                        let _ = p.tx.send(Err(LaunchError::Scheduler {
+                            job: None,
+                            reason: reason.clone(),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One `sbatch` for `chunk`: a plain job for one launch, an array for more. Records each
+    /// launch's id and job name in its spool.
+    async fn sbatch(&self, chunk: &[Pending]) -> Result<Vec<String>, LaunchError> {
+        let o = &self.options;
+        let minutes = chunk.iter().map(|p| p.minutes).max().unwrap_or(1);
+        let mut args: Vec<String> = vec![
+            "sbatch".into(),
+            "--parsable".into(),
+            "--export=NONE".into(),
+            format!("--time={minutes}"),
+            format!("--cpus-per-task={}", o.cpus.unwrap_or(1)),
+        ];
+        if let Some(p) = &o.partition {
+            args.push(format!("--partition={p}"));
+        }
+        if let Some(a) = &o.account {
+            args.push(format!("--account={a}"));
+        }
+        if let Some(m) = o.mem_mb {
+            args.push(format!("--mem={m}M"));
+        }
+        let (name, script_path) = if let [one] = chunk {
+            args.push(format!("--chdir={}", one.spool.dir.display()));
+            args.push(format!(
+                "--output={}",
+                one.spool.dir.join("slurm.out").display()
+            ));
+            (one.name.clone(), one.spool.script())
+        } else {
+            let mut h = Sha256::new();
+            for p in chunk {
+                h.update(p.name.as_bytes());
+            }
+            let name = format!("hevo-array-{}", &hex::encode(h.finalize())[..12]);
+            let dir = o.spool.join("arrays").join(&name);
+            std::fs::create_dir_all(&dir).map_err(|source| LaunchError::Io {
+                what: "creating the array directory",
+                source,
+            })?;
+            let elements: Vec<PathBuf> = chunk.iter().map(|p| p.spool.script()).collect();
+            let path = dir.join("array.sh");
+            std::fs::write(&path, script::array(o, &elements)).map_err(|source| {
+                LaunchError::Io {
+                    what: "writing the array script",
+                    source,
+                }
+            })?;
+            let throttle = o
+                .array_throttle
+                .map(|t| format!("%{t}"))
+                .unwrap_or_default();
+            args.push(format!("--array=0-{}{throttle}", chunk.len() - 1));
+            args.push(format!("--chdir={}", dir.display()));
+            args.push(format!("--output={}", dir.join("%a.out").display()));
+            (name, path)
+        };
+        args.push(format!("--job-name={name}"));
+        args.push(script_path.to_string_lossy().into_owned());
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = slurm(&argv, "sbatch").await?;
+        let id = out.trim().split(';').next().unwrap_or("").to_string();
+        if id.is_empty() {
+            return Err(LaunchError::Scheduler {
+                job: None,
+                reason: "sbatch printed no job id".into(),
+            });
+        }
+        let ids: Vec<String> = if chunk.len() == 1 {
+            vec![id]
+        } else {
+            (0..chunk.len()).map(|i| format!("{id}_{i}")).collect()
+        };
+        for (p, id) in chunk.iter().zip(&ids) {
+            p.spool.set_job(id, &name);
+        }
+        Ok(ids)
+    }
+}

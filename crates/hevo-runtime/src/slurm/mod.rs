@@ -1,0 +1,414 @@
+//! [`SlurmLauncher`]: trial-side processes as jobs of an existing Slurm cluster.
+//!
+//! Each launch becomes one Slurm job (a plain job, or an element of a job array when
+//! launches arrive together: [`batch`]) whose script ([`script`]) runs the command with
+//! exactly the [`LaunchSpec`]'s environment, its stdin from a file, its stdout and stderr
+//! into the trace files, which must be on a filesystem the compute nodes share with hevo
+//! (the run directory and `work_root`), and writes an exit marker when the command ends.
+//!
+//! ```text
+//! launch(spec) ─► spool <spool>/hevo-<hash of the trace path>/ (spool.rs)
+//!     ├─ its recorded job still queued or running (hevo was restarted) ─► re-attach
+//!     ├─ its exit marker there (the job ended while hevo was down)     ─► read back
+//!     └─ else write job.sh, stdin ─► batcher ─► sbatch [--array] ─► job id (`A` or `A_i`)
+//! poll `scontrol show job` ─► COMPLETED/FAILED ─► Exit::Code / Exit::Signal (the marker's)
+//!                          ─► TIMEOUT (or hevo's own timer, then scancel) ─► Exit::TimedOut
+//!                          ─► cancelled by hevo (its token) ─► scancel ─► Exit::Cancelled
+//!                          ─► NODE_FAIL, PREEMPTED, BOOT_FAIL, cancelled from outside
+//!                             ─► LaunchError::Scheduler (an infra fault: the trial is retried)
+//! ```
+//!
+//! Resume: a launch's spool directory is named by a hash of its trace path, the same for
+//! the same (candidate, task, trial) in the same run directory, so a restarted hevo finds
+//! the job it submitted before it was killed. The job ran in the old hevo's working
+//! directory; when it has ended, that directory replaces the new trial's (empty) one, so
+//! command scorers see what the job left there. Until hevo has read a job's outcome its
+//! working directory is reported by [`Launcher::reserved_workdirs`] and kept by the
+//! start-up cleaning.
+
+mod batch;
+mod script;
+mod spool;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+
+use batch::Batcher;
+use spool::{Finished, Spool};
+
+use crate::cancel::Cancel;
+use crate::launch::{
+    Exit, LaunchError, LaunchFuture, LaunchSpec, Launcher, ProcessOutcome, StreamStats,
+};
+
+/// How jobs are submitted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlurmOptions {
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--account`.
+    pub account: Option<String>,
+    /// `--cpus-per-task` (default 1).
+    pub cpus: Option<u32>,
+    /// `--mem` in megabytes.
+    pub mem_mb: Option<u64>,
+    /// Extra `#SBATCH` lines, written as given (e.g. `--qos=short`).
+    pub extra: Vec<String>,
+    /// A command the job's command is wrapped in (e.g. `["apptainer", "exec", "img.sif"]`).
+    pub wrapper: Vec<String>,
+    /// Where job scripts and stdin files go (must be visible from the compute nodes).
+    pub spool: PathBuf,
+    /// How often job states are polled.
+    pub poll: Duration,
+    /// The most launches submitted as one job array (1: every launch its own job).
+    pub array_max: u32,
+    /// How many elements of one array may run at once (`%N`), if limited.
+    pub array_throttle: Option<u32>,
+}
+
+/// Runs every launch as a Slurm job (see the module documentation).
+#[derive(Clone)]
+pub struct SlurmLauncher {
+    options: SlurmOptions,
+    batcher: Arc<Batcher>,
+}
+
+impl std::fmt::Debug for SlurmLauncher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlurmLauncher")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlurmLauncher {
+    /// A launcher submitting with `options` (a zero `poll` becomes 500 ms, a zero
+    /// `array_max` 1).
+    pub fn new(mut options: SlurmOptions) -> SlurmLauncher {
+        if options.poll.is_zero() {
+            options.poll = Duration::from_millis(500);
+        }
+        options.array_max = options.array_max.max(1);
+        SlurmLauncher {
+            batcher: Arc::new(Batcher::new(options.clone())),
+            options,
+        }
+    }
+
+    /// Whether a Slurm controller answers here (`sinfo` runs and lists a partition).
+    pub fn available() -> bool {
+        std::process::Command::new("sinfo")
+            .args(["-h", "-o", "%P"])
+            .output()
+            .map(|o| o.status.success() && !o.stdout.is_empty())
+            .unwrap_or(false)
+    }
+}
+
+impl Launcher for SlurmLauncher {
+    fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_> {
+        Box::pin(run_job(self, spec))
+    }
+
+    fn reserved_workdirs(&self) -> Vec<PathBuf> {
+        spool::unread_workdirs(&self.options.spool)
+    }
+}
+
+/// The job name of a launch: stable for the same trace path (see the module docs).
+pub fn job_name(spec: &LaunchSpec) -> String {
+    let key = match &spec.stdout_path {
+        Some(p) => p.to_string_lossy().into_owned(),
+        None => format!("{}\0{}", spec.cwd.display(), spec.argv.join("\0")),
+    };
+    format!(
+        "hevo-{}",
+        &hex::encode(Sha256::digest(key.as_bytes()))[..16]
+    )
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> LaunchError {
+    move |source| LaunchError::Io { what, source }
+}
+
+async fn slurm(args: &[&str], what: &'static str) -> Result<String, LaunchError> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .await
+        .map_err(|source| LaunchError::Spawn {
+            program: args[0].to_string(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(LaunchError::Scheduler {
+            job: None,
+            reason: format!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The job of this launch that is still queued or running, if any: the one its spool
+/// records (checked by name, as job ids restart with a new cluster), else a job of its name.
+async fn alive_job(spool: &Spool, name: &str) -> Option<String> {
+    if let Some((id, job_name)) = spool.job() {
+        if let Ok(info) = job_state(&id).await {
+            if info.name == job_name && !terminal(&info.state) {
+                return Some(id);
+            }
+        }
+    }
+    let out = slurm(&["squeue", "-h", "--name", name, "-o", "%i %T"], "squeue")
+        .await
+        .ok()?;
+    out.lines().find_map(|l| {
+        let (id, state) = l.split_once(' ')?;
+        (!terminal(state)).then(|| id.to_string())
+    })
+}
+
+fn terminal(state: &str) -> bool {
+    !matches!(
+        state,
+        "PENDING"
+            | "CONFIGURING"
+            | "RUNNING"
+            | "COMPLETING"
+            | "SUSPENDED"
+            | "RESIZING"
+            | "REQUEUED"
+            | "STAGE_OUT"
+            | "SIGNALING"
+    )
+}
+
+/// What `scontrol show job -o` says of a job.
+struct JobInfo {
+    state: String,
+    name: String,
+    /// `ExitCode` (code, signal).
+    code: i32,
+    sig: i32,
+}
+
+async fn job_state(id: &str) -> Result<JobInfo, LaunchError> {
+    let out = slurm(&["scontrol", "show", "job", "-o", id], "scontrol show job").await?;
+    let field = |key: &str| {
+        out.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .map(str::to_string)
+    };
+    let (code, sig) = field("ExitCode=")
+        .and_then(|e| {
+            let (c, s) = e.split_once(':')?;
+            Some((c.parse().ok()?, s.parse().ok()?))
+        })
+        .unwrap_or((0, 0));
+    Ok(JobInfo {
+        state: field("JobState=").unwrap_or_else(|| "UNKNOWN".into()),
+        name: field("JobName=").unwrap_or_default(),
+        code,
+        sig,
+    })
+}
+
+/// Writes the launch's script and stdin and hands it to the batcher; returns its job id.
+async fn submit(
+    launcher: &SlurmLauncher,
+    spec: &LaunchSpec,
+    name: &str,
+    spool: &Spool,
+) -> Result<String, LaunchError> {
+    std::fs::create_dir_all(&spool.dir).map_err(io("creating the job directory"))?;
+    std::fs::write(spool.stdin(), &spec.stdin).map_err(io("writing the job's stdin"))?;
+    std::fs::write(
+        spool.script(),
+        script::element(&launcher.options, spec, spool),
+    )
+    .map_err(io("writing the job script"))?;
+    for p in [&spec.stdout_path, &spec.stderr_path].into_iter().flatten() {
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(io("creating the trace directory"))?;
+        }
+    }
+    spool
+        .start(&spec.cwd)
+        .map_err(io("writing the job's working directory"))?;
+    let minutes = (spec.timeout.as_secs_f64() / 60.0).ceil().clamp(1.0, 1e6) as u64 + 1;
+    launcher.batcher.submit(name, spool.clone(), minutes).await
+}
+
+async fn scancel(id: &str) {
+    let _ = slurm(&["scancel", id], "scancel").await;
+}
+
+/// Caps a file written by Slurm at `cap` bytes and returns its stats and last `tail` bytes.
+fn finish_output(path: Option<&PathBuf>, cap: u64, tail: usize) -> (StreamStats, Vec<u8>) {
+    let Some(path) = path else {
+        return Default::default();
+    };
+    let Ok(bytes) = std::fs::read(path) else {
+        return Default::default();
+    };
+    let n = bytes.len() as u64;
+    let kept = bytes[bytes.len().saturating_sub(tail)..].to_vec();
+    let truncated = n > cap;
+    if truncated {
+        let _ = std::fs::write(path, &bytes[..cap as usize]);
+    }
+    (
+        StreamStats {
+            bytes: n,
+            truncated,
+        },
+        kept,
+    )
+}
+
+/// Moves the working directory a re-attached or read-back job ran in (the killed hevo's)
+/// over the new trial's, so scorers see what the job left.
+fn adopt_workdir(spool: &Spool, spec: &LaunchSpec) {
+    let Some(old) = spool.cwd() else { return };
+    if old != spec.cwd && old.is_dir() {
+        let _ = std::fs::remove_dir_all(&spec.cwd);
+        if std::fs::rename(&old, &spec.cwd).is_err() {
+            let _ = std::fs::create_dir_all(&spec.cwd);
+        }
+    }
+}
+
+/// The outcome of a launch whose job has ended: its outputs capped, its working directory
+/// adopted, its spool entry read (a retry submits anew).
+fn finish(
+    spool: &Spool,
+    spec: &LaunchSpec,
+    exit: Exit,
+    wall: Duration,
+    id: &str,
+) -> ProcessOutcome {
+    adopt_workdir(spool, spec);
+    spool.consume();
+    let (stdout, stdout_tail) =
+        finish_output(spec.stdout_path.as_ref(), spec.output_cap, spec.tail_bytes);
+    let (stderr, _) = finish_output(spec.stderr_path.as_ref(), spec.output_cap, 0);
+    ProcessOutcome {
+        exit,
+        wall,
+        stdout,
+        stderr,
+        stdout_tail,
+        pid: id.parse().unwrap_or(0),
+    }
+}
+
+async fn run_job(
+    launcher: &SlurmLauncher,
+    spec: LaunchSpec,
+) -> Result<ProcessOutcome, LaunchError> {
+    if spec.argv.is_empty() {
+        return Err(LaunchError::EmptyCommand);
+    }
+    let options = &launcher.options;
+    let name = job_name(&spec);
+    let spool = Spool::new(&options.spool, &name);
+    let start = Instant::now();
+    let id = match alive_job(&spool, &name).await {
+        Some(id) => id,
+        None => match spool.finished() {
+            // The job ended while hevo was down: its result is in the shared run directory.
+            Some(Finished { exit, wall }) => {
+                let id = spool.job().map(|(id, _)| id).unwrap_or_default();
+                return Ok(finish(&spool, &spec, exit, wall, &id));
+            }
+            None => submit(launcher, &spec, &name, &spool).await?,
+        },
+    };
+    let cancel: Cancel = spec.cancel.clone();
+    let mut forced: Option<Exit> = None;
+    let info = loop {
+        let info = match job_state(&id).await {
+            Ok(info) => info,
+            // Slurm forgets ended jobs after a while (MinJobAge); the marker remains.
+            Err(_) if spool.finished().is_some() => JobInfo {
+                state: "COMPLETED".into(),
+                name: String::new(),
+                code: 0,
+                sig: 0,
+            },
+            Err(e) => return Err(e),
+        };
+        if terminal(&info.state) {
+            break info;
+        }
+        if forced.is_none() {
+            if cancel.is_cancelled() {
+                forced = Some(Exit::Cancelled);
+                scancel(&id).await;
+            } else if start.elapsed() > spec.timeout {
+                forced = Some(Exit::TimedOut);
+                scancel(&id).await;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(options.poll) => {}
+            _ = cancel.cancelled(), if forced.is_none() => {}
+        }
+    };
+    let marker = spool.finished();
+    let exit = match (forced, info.state.as_str(), marker) {
+        (Some(f), _, _) => f,
+        (None, "COMPLETED" | "FAILED", Some(m)) => m.exit,
+        (None, "COMPLETED", None) => Exit::Code(0),
+        (None, "FAILED", None) if info.sig != 0 => Exit::Signal(info.sig),
+        (None, "FAILED", None) => Exit::Code(info.code),
+        (None, "TIMEOUT", _) => Exit::TimedOut,
+        (None, "OUT_OF_MEMORY", _) => Exit::Signal(9),
+        (None, other, _) => {
+            // Cancelled from outside, a node failure, a preemption: not the harness's fault.
+            spool.consume();
+            return Err(LaunchError::Scheduler {
+                job: Some(id),
+                reason: format!("the job ended as {other}"),
+            });
+        }
+    };
+    Ok(finish(&spool, &spec, exit, start.elapsed(), &id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names_are_stable_per_trace_path() {
+        let spec = LaunchSpec {
+            argv: vec!["true".into()],
+            cwd: "/w".into(),
+            env: vec![],
+            stdin: vec![],
+            timeout: Duration::from_secs(5),
+            grace: Duration::from_secs(1),
+            stdout_path: Some("/t/0.stdout".into()),
+            stderr_path: None,
+            output_cap: 10,
+            tail_bytes: 0,
+            cancel: Cancel::new(),
+            access: Default::default(),
+        };
+        let mut other = spec.clone();
+        other.cwd = "/elsewhere".into();
+        assert_eq!(job_name(&spec), job_name(&other));
+        assert!(job_name(&spec).starts_with("hevo-"));
+        other.stdout_path = Some("/t/1.stdout".into());
+        assert_ne!(job_name(&spec), job_name(&other));
+    }
+}
