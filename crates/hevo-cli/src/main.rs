@@ -13,6 +13,7 @@ mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 mod status_cmd;
+mod tests_cmd;
 
 use std::process::ExitCode;
 
@@ -59,6 +60,8 @@ enum Command {
     Show(status_cmd::ShowArgs),
     /// List the runs under a directory (default: runs/).
     Ls(status_cmd::LsArgs),
+    /// Generated tests: an agent writes them per task, hevo freezes the ones that run.
+    Tests(tests_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,7 +76,7 @@ fn main() -> ExitCode {
     let cancel = Cancel::new();
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Finalize(_) | Command::Eval(_)
+        Command::Run(_) | Command::Finalize(_) | Command::Eval(_) | Command::Tests(_)
     ) {
         cancel.listen_for_signals(|reason| {
             eprintln!(
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Status(args) => status_cmd::status(args),
         Command::Show(args) => status_cmd::show(args),
         Command::Ls(args) => status_cmd::ls(args),
+        Command::Tests(args) => tests_cmd::run(args, &cancel),
     };
     match result {
         Ok(code) => code,

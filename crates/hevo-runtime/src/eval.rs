@@ -71,6 +71,8 @@ pub struct EvalOptions {
     /// Restricts the evaluation to these task ids of the split (a drawn subset); `None`
     /// evaluates the whole split.
     pub only_tasks: Option<Vec<String>>,
+    /// Keep each trial's working directory in its trace (`<trace prefix>.workdir/`).
+    pub keep_workdirs: bool,
 }
 
 impl EvalOptions {
@@ -93,6 +95,7 @@ impl EvalOptions {
             work_root: None,
             cancel: Cancel::new(),
             only_tasks: None,
+            keep_workdirs: false,
         }
     }
 }
@@ -364,6 +367,7 @@ pub fn run_with(
         work_root: opts.work_root.clone().unwrap_or_else(std::env::temp_dir),
         launcher,
         cancel: opts.cancel.clone(),
+        keep_workdirs: opts.keep_workdirs,
     })?;
     let candidate = evaluator.register_loaded(plan.harness.clone())?;
     let label = opts.split.as_str();

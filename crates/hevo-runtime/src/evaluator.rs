@@ -71,6 +71,8 @@ pub struct EvaluatorConfig {
     pub launcher: Arc<dyn Launcher>,
     /// The process's cancellation token.
     pub cancel: Cancel,
+    /// Keep each trial's working directory in its trace (`<trace prefix>.workdir/`).
+    pub keep_workdirs: bool,
 }
 
 /// A candidate registered with an evaluator.
@@ -144,7 +146,7 @@ impl Evaluator {
             .tasks
             .iter()
             .map(|t| {
-                let key = crate::suite::task_key(t, &config.suite.config.scorer);
+                let key = crate::suite::task_key(t, &config.suite);
                 (t.id.clone(), key)
             })
             .collect();
@@ -428,6 +430,7 @@ impl Evaluator {
                 model_access: cfg.model_access.clone(),
                 state_dir,
                 hidden: vec![self.run_dir.clone(), cfg.suite.dir.clone()],
+                keep_workdir: cfg.keep_workdirs,
             },
             launcher: cfg.launcher.clone(),
             run_id: cfg.run_id.clone(),

@@ -50,4 +50,5 @@ pub mod spend;
 pub mod store;
 pub mod suite;
 pub mod task;
+pub mod tests_lock;
 pub mod trial;

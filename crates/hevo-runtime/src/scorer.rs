@@ -43,6 +43,10 @@ pub enum ScorerConfig {
         /// Time limit per test process in seconds (default 60).
         #[serde(default)]
         timeout_s: Option<f64>,
+        /// A lock file (relative to the suite, usually `tests.lock.json`) freezing every file
+        /// of `tests` by its SHA-256 ([`crate::tests_lock`]); checked when the suite loads.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock: Option<String>,
     },
     /// An external scoring program.
     Program {
@@ -64,7 +68,15 @@ impl ScorerConfig {
                 command,
                 tests,
                 timeout_s,
+                lock,
             } => {
+                if lock.is_some() && tests.is_none() {
+                    problems.push(
+                        "[scorer] `lock` freezes a `tests` folder: add `tests = \"tests\"` or \
+                         remove `lock`"
+                            .into(),
+                    );
+                }
                 match (command, tests) {
                     (None, None) => problems.push(
                         "[scorer] kind = \"command\" needs `command = [...]` or `tests = \"tests\"`"
@@ -183,6 +195,7 @@ impl Scorer {
                 command,
                 tests,
                 timeout_s,
+                ..
             } => {
                 let timeout = secs(*timeout_s);
                 let mut runs: Vec<Vec<String>> = Vec::new();
@@ -195,10 +208,10 @@ impl Scorer {
                 }
                 let mut passed = 0usize;
                 for (i, argv) in runs.iter().enumerate() {
-                    let out = launcher
-                        .launch(scorer_spec(&ctx, argv.clone(), ctx.workdir, timeout, i))
-                        .await?;
-                    match out.exit {
+                    match run_test(launcher, &ctx, argv.clone(), timeout, i)
+                        .await?
+                        .exit
+                    {
                         Exit::Code(0) => passed += 1,
                         Exit::Cancelled => return Err(ScoreError::Cancelled),
                         _ => {}
@@ -221,6 +234,31 @@ impl Scorer {
                 parse_score(&out.stdout_tail).map_err(ScoreError::Program)
             }
         }
+    }
+}
+
+/// Runs one test process of a `command` scorer in the trial's working directory (the
+/// `i`-th, for its trace files `scorer-<i>.stdout/.stderr`); exit 0 passes. `hevo tests
+/// synth` checks generated tests with the same call the scorer makes.
+pub async fn run_test(
+    launcher: &dyn Launcher,
+    ctx: &ScoreContext<'_>,
+    argv: Vec<String>,
+    timeout: Duration,
+    i: usize,
+) -> Result<crate::launch::ProcessOutcome, ScoreError> {
+    Ok(launcher
+        .launch(scorer_spec(ctx, argv, ctx.workdir, timeout, i))
+        .await?)
+}
+
+/// How a test script is run: `.sh` with bash, `.py` with python3, anything else directly.
+pub fn test_argv(path: &Path) -> Vec<String> {
+    let s = path.to_string_lossy().into_owned();
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("sh") => vec!["bash".into(), s],
+        Some("py") => vec!["python3".into(), s],
+        _ => vec![s],
     }
 }
 
@@ -305,17 +343,7 @@ fn test_scripts(dir: &Path, task_id: &str) -> Result<Vec<Vec<String>>, ScoreErro
         })
         .collect();
     files.sort();
-    Ok(files
-        .into_iter()
-        .map(|p| {
-            let s = p.to_string_lossy().into_owned();
-            match p.extension().and_then(|e| e.to_str()) {
-                Some("sh") => vec!["bash".into(), s],
-                Some("py") => vec!["python3".into(), s],
-                _ => vec![s],
-            }
-        })
-        .collect())
+    Ok(files.iter().map(|p| test_argv(p)).collect())
 }
 
 /// Reads a score from a program's output: the last non-empty line, a number or

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::scorer::ScorerConfig;
 use crate::task::{Split, Task};
+use crate::tests_lock::TestsLock;
 
 /// The parsed `suite.toml`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -48,6 +49,8 @@ pub struct Suite {
     pub config: SuiteConfig,
     /// All tasks, in file order.
     pub tasks: Vec<Task>,
+    /// The frozen tests (`[scorer] lock`), checked against the files when loaded.
+    pub lock: Option<TestsLock>,
 }
 
 /// One problem found while loading a suite: where, what, and how to fix it.
@@ -179,8 +182,16 @@ impl Suite {
                 })
             }
         };
+        let lock = config
+            .as_ref()
+            .and_then(|c| check_lock(&dir, &c.scorer, &tasks, &mut problems));
         match config {
-            Some(config) if problems.is_empty() => Ok(Suite { dir, config, tasks }),
+            Some(config) if problems.is_empty() => Ok(Suite {
+                dir,
+                config,
+                tasks,
+                lock,
+            }),
             _ => Err(SuiteError::Invalid { dir, problems }),
         }
     }
@@ -255,6 +266,76 @@ impl Suite {
         }
         counts
     }
+}
+
+/// Reads and checks `[scorer] lock`: every file of the tests folder must match it and
+/// every task must have a frozen test; each difference is one problem naming the file.
+fn check_lock(
+    dir: &Path,
+    scorer: &ScorerConfig,
+    tasks: &[Task],
+    problems: &mut Vec<Problem>,
+) -> Option<TestsLock> {
+    let ScorerConfig::Command {
+        tests: Some(tests),
+        lock: Some(lock_name),
+        ..
+    } = scorer
+    else {
+        return None;
+    };
+    let lock_path = dir.join(lock_name);
+    let lock = match TestsLock::read(&lock_path) {
+        Ok(lock) => lock,
+        Err(message) => {
+            problems.push(Problem {
+                path: lock_path,
+                line: None,
+                message,
+            });
+            return None;
+        }
+    };
+    if &lock.tests != tests {
+        problems.push(Problem {
+            path: lock_path.clone(),
+            line: None,
+            message: format!(
+                "the lock freezes the folder `{}` but `[scorer] tests` is `{tests}`; make them \
+                 the same",
+                lock.tests
+            ),
+        });
+        return None;
+    }
+    if !dir.join(tests).is_dir() {
+        // `ScorerConfig::validate` has reported the missing folder.
+        return None;
+    }
+    let refreeze = format!("hevo tests freeze {}", dir.display());
+    for m in lock.check(dir, &refreeze) {
+        problems.push(Problem {
+            path: m.path,
+            line: None,
+            message: m.message,
+        });
+    }
+    for t in tasks {
+        if lock.task_files(&t.id).is_empty() {
+            problems.push(Problem {
+                path: dir.join("tasks.jsonl"),
+                line: Some(t.line),
+                message: format!(
+                    "task `{}` has no frozen test (nothing in `{tests}/{}/` in {}); write \
+                     tests for it and re-freeze with `{refreeze}`, or remove the task",
+                    t.id,
+                    t.id,
+                    lock_path.display()
+                ),
+            });
+        }
+    }
+    Some(lock)
 }
 
 const KNOWN_KEYS: [&str; 7] = ["id", "split", "group", "input", "expected", "files", "meta"];
@@ -482,21 +563,28 @@ fn resolve_files(suite_dir: &Path, rel: &str) -> Result<PathBuf, String> {
     Ok(full)
 }
 
-/// The content key of a task under a scorer: SHA-256 over its input, expected answer, the
-/// scorer's configuration and its `files` folder. A stored trial counts for the task only
-/// while the key is the same, so editing `tasks.jsonl` or `[scorer]` re-runs what changed.
-pub fn task_key(task: &crate::task::Task, scorer: &crate::scorer::ScorerConfig) -> String {
+/// The content key of a task in a suite: SHA-256 over its input, expected answer, the
+/// scorer's configuration, its `files` folder and, when the tests are frozen, the lock's
+/// hashes of the task's tests. A stored trial counts for the task only while the key is the
+/// same, so editing `tasks.jsonl`, `[scorer]` or a frozen test (and re-freezing) re-runs
+/// what changed.
+pub fn task_key(task: &crate::task::Task, suite: &Suite) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    for part in [
+    let mut parts = vec![
         task.input.to_string(),
         task.expected.to_string(),
-        serde_json::to_string(scorer).unwrap_or_default(),
+        serde_json::to_string(&suite.config.scorer).unwrap_or_default(),
         task.files
             .as_deref()
             .and_then(|f| crate::harness::content_hash(f).ok())
             .unwrap_or_default(),
-    ] {
+    ];
+    // Only a locked suite has this part, so the keys of every other suite are unchanged.
+    if let Some(lock) = &suite.lock {
+        parts.push(lock.task_digest(&task.id));
+    }
+    for part in parts {
         h.update(part.as_bytes());
         h.update([0]);
     }

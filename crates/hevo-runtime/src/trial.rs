@@ -97,6 +97,10 @@ pub struct TrialSettings {
     /// Paths trials must never see (the run directory, the suite), even inside the
     /// harness directory.
     pub hidden: Vec<PathBuf>,
+    /// Keep a copy of the working directory as the harness left it, in
+    /// `<trace prefix>.workdir/` (regular files and folders only; `hevo tests synth`
+    /// shows it to its agent and runs generated tests against it).
+    pub keep_workdir: bool,
 }
 
 /// Which trial to run.
@@ -315,6 +319,16 @@ async fn run_trial_inner(
         Ok(out) => out,
         Err(e) => return TrialResult::infra(e.to_string()),
     };
+    if settings.keep_workdir {
+        let kept = with_suffix(&req.trace_prefix, "workdir");
+        let _ = std::fs::remove_dir_all(&kept);
+        if let Err(e) = keep_tree(&wd, &kept) {
+            return TrialResult::infra(format!(
+                "cannot keep the working directory in `{}`: {e}",
+                kept.display()
+            ));
+        }
+    }
     let wall_ms = out.wall.as_millis() as u64;
     let mut result = TrialResult {
         outcome: 0.0,
@@ -433,6 +447,24 @@ pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> std::io::Result<()> {
             copy_tree(&src, &dst, skip)?;
         } else {
             std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies what a harness left in its working directory: regular files and folders only.
+/// Unlike [`copy_tree`] it never follows a link (a harness's symlink to a file of this user
+/// must not become a readable copy) and skips sockets and devices.
+fn keep_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let dst = to.join(entry.file_name());
+        if kind.is_dir() {
+            keep_tree(&entry.path(), &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &dst)?;
         }
     }
     Ok(())

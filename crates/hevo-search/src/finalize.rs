@@ -268,6 +268,7 @@ pub fn finalize(
         work_root: std::env::temp_dir(),
         launcher: opts.launcher.clone(),
         cancel: opts.cancel.clone(),
+        keep_workdirs: false,
     })
     .map_err(|source| FinalizeError::Eval {
         candidate: record.pick.clone(),

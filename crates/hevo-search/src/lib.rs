@@ -9,6 +9,7 @@
 //! - [`finalize`]: the test split, once, after a search;
 //! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
 //! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model);
+//! - [`tests_synth`]: `hevo tests synth`, agent-written tests frozen into a locked suite;
 //! - [`view`]: what a run directory shows (`hevo report`, `status`, `show`, `ls`).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:
@@ -24,4 +25,5 @@ pub mod objective;
 pub mod proposer;
 pub mod run;
 pub mod runner;
+pub mod tests_synth;
 pub mod view;

@@ -85,12 +85,7 @@ pub fn current_rows(rows: Vec<TrialRow>, suite: &Suite, trials: u32) -> Vec<Tria
     let keys: HashMap<&str, String> = suite
         .tasks
         .iter()
-        .map(|t| {
-            (
-                t.id.as_str(),
-                hevo_runtime::suite::task_key(t, &suite.config.scorer),
-            )
-        })
+        .map(|t| (t.id.as_str(), hevo_runtime::suite::task_key(t, suite)))
         .collect();
     rows.into_iter()
         .filter(|r| r.trial_index < trials && keys.get(r.task_id.as_str()) == Some(&r.task_key))
@@ -248,6 +243,7 @@ fn evaluator_config(
         work_root: std::env::temp_dir(),
         launcher: s.launcher.clone(),
         cancel: s.cancel.clone(),
+        keep_workdirs: false,
     }
 }
 

@@ -1,7 +1,9 @@
-//! The `agent` proposer: a coding-agent CLI run inside the archive with a rendered prompt.
+//! A coding-agent CLI run once with a prompt, in a directory it reads and may write only in
+//! named places: the `agent` proposer (the archive, writing `pending/`) and `hevo tests
+//! synth` (a task's workspace, writing `tests/`).
 //!
-//! The agent (Claude Code, Codex, or any command) reads the archive with its own tools and
-//! writes new candidates into `pending/`. hevo starts it through the same
+//! The agent (Claude Code, Codex, or any command) reads its directory with its own tools.
+//! hevo starts it through the same
 //! [`Launcher`](hevo_runtime::launch::Launcher) seam as trials (so a sandbox can wrap it), with a
 //! cleared environment, a time limit that kills its whole process group, and its transcript
 //! (stdout and stderr) saved. Its model traffic can be pointed at hevo's gateway by passing
@@ -34,16 +36,16 @@ pub fn render_prompt(iteration: u32, k: u32) -> String {
 pub struct AgentCall {
     /// The command line template (a preset's or the user's).
     pub command: Vec<String>,
-    /// The archive directory (the agent's working directory).
-    pub archive: PathBuf,
+    /// The agent's working directory, read-only to it (the archive, a synth workspace).
+    pub cwd: PathBuf,
+    /// The only places it may write besides its home (created if needed).
+    pub writable: Vec<PathBuf>,
+    /// The prompt.
+    pub prompt: String,
     /// Where the transcript is written (`stdout.txt`, `stderr.txt`, `prompt.txt`).
     pub transcript_dir: PathBuf,
-    /// The agent's `HOME` (created if needed), outside the archive.
+    /// The agent's `HOME` (created if needed), outside `cwd`.
     pub home: PathBuf,
-    /// The iteration being proposed.
-    pub iteration: u32,
-    /// How many candidates to ask for.
-    pub k: u32,
     /// Time limit of the call.
     pub timeout: Duration,
     /// Gateway variables for the agent's own model traffic.
@@ -72,9 +74,11 @@ pub enum AgentOutcome {
 /// Runs the agent once and saves its transcript.
 pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Result<AgentOutcome> {
     std::fs::create_dir_all(&call.transcript_dir)?;
-    let prompt = render_prompt(call.iteration, call.k);
-    std::fs::write(call.transcript_dir.join("prompt.txt"), &prompt)?;
-    std::fs::create_dir_all(call.archive.join("pending"))?;
+    let prompt = &call.prompt;
+    std::fs::write(call.transcript_dir.join("prompt.txt"), prompt)?;
+    for dir in &call.writable {
+        std::fs::create_dir_all(dir)?;
+    }
     std::fs::create_dir_all(&call.home)?;
     let home = call.home.to_string_lossy().into_owned();
     let mut env = base_env(&call.home);
@@ -90,11 +94,11 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
     let spec = LaunchSpec {
         argv: command_line(
             &call.command,
-            &prompt,
+            prompt,
             &call.model_env.openai_base_url,
             &call.model_env.anthropic_base_url,
         ),
-        cwd: call.archive.clone(),
+        cwd: call.cwd.clone(),
         env,
         stdin: Vec::new(),
         timeout: call.timeout,
@@ -104,12 +108,17 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         output_cap: 16 * 1024 * 1024,
         tail_bytes: 4096,
         cancel: call.cancel.clone(),
-        // The agent reads the archive and writes only `pending/` and its own home (its
-        // config, logs and caches live there, outside the archive).
+        // The agent reads its directory and writes only `writable` and its own home (its
+        // config, logs and caches live there, outside its directory).
         access: Access {
             cwd_read_only: true,
             read_only: Vec::new(),
-            writable: vec![call.archive.join("pending"), call.home.clone()],
+            writable: call
+                .writable
+                .iter()
+                .cloned()
+                .chain([call.home.clone()])
+                .collect(),
             hidden: Vec::new(),
             private_tmp: true,
         },
@@ -174,11 +183,11 @@ mod tests {
                 "agent".into(),
                 "{prompt}".into(),
             ],
-            archive: archive.clone(),
+            cwd: archive.clone(),
+            writable: vec![archive.join("pending")],
+            prompt: render_prompt(1, 2),
             transcript_dir: tmp.path().join("proposer/iter-001"),
             home: tmp.path().join("proposer/home"),
-            iteration: 1,
-            k: 2,
             timeout: Duration::from_secs(30),
             model_env: ModelEnv::offline(),
             extra_env: vec![
@@ -221,11 +230,11 @@ mod tests {
                 "-c".into(),
                 "echo working; echo 'API Error: 400 tools' >&2; exit 3".into(),
             ],
-            archive: tmp.path().to_path_buf(),
+            cwd: tmp.path().to_path_buf(),
+            writable: Vec::new(),
+            prompt: render_prompt(1, 1),
             transcript_dir: tmp.path().join("t"),
             home: tmp.path().join("home"),
-            iteration: 1,
-            k: 1,
             timeout: Duration::from_secs(30),
             model_env: ModelEnv::offline(),
             extra_env: vec![],
@@ -244,11 +253,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let call = AgentCall {
             command: vec!["sleep".into(), "30".into()],
-            archive: tmp.path().to_path_buf(),
+            cwd: tmp.path().to_path_buf(),
+            writable: Vec::new(),
+            prompt: render_prompt(1, 1),
             transcript_dir: tmp.path().join("t"),
             home: tmp.path().join("home"),
-            iteration: 1,
-            k: 1,
             timeout: Duration::from_millis(300),
             model_env: ModelEnv::offline(),
             extra_env: vec![],

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::agent::{run_agent, AgentCall, AgentOutcome};
+use super::agent::{render_prompt, run_agent, AgentCall, AgentOutcome};
 use super::{ProposeContext, ProposeError, Proposer};
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::launch::Launcher;
@@ -38,10 +38,10 @@ impl Proposer for AgentProposer {
     fn propose(&mut self, ctx: &ProposeContext<'_>) -> Result<(), ProposeError> {
         let call = AgentCall {
             command: self.command.clone(),
-            archive: ctx.archive.root().to_path_buf(),
+            cwd: ctx.archive.root().to_path_buf(),
+            writable: vec![ctx.archive.root().join("pending")],
+            prompt: render_prompt(ctx.iteration, ctx.k),
             transcript_dir: self.transcripts.join(format!("iter-{:03}", ctx.iteration)),
-            iteration: ctx.iteration,
-            k: ctx.k,
             timeout: self.timeout,
             model_env: self.model_env.clone(),
             home: self.home.clone(),

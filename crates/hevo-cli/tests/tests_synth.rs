@@ -1,0 +1,237 @@
+//! `hevo tests synth` and `hevo tests freeze` end to end: the real binary, a scripted
+//! stand-in agent (a real executable, `tests/agents/synth_agent.py`) run through the same
+//! launch seam as the agent proposer, real harness and test processes, the real store.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn hevo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+}
+
+fn agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/synth_agent.py")
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "hevo failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+/// A suite of file-writing tasks (the original scorer is `exact` against planted markers
+/// the agent must never see) and a harness that gets task `c` wrong.
+fn fixture(root: &Path) -> (PathBuf, PathBuf) {
+    let suite = root.join("suite");
+    write(
+        &suite.join("suite.toml"),
+        "name = \"files\"\ndescription = \"Write a file with the given content.\"\n\
+         [scorer]\nkind = \"exact\"\n",
+    );
+    let mut tasks = String::new();
+    for (id, split) in [("a", "train"), ("b", "val"), ("c", "val")] {
+        tasks.push_str(&format!(
+            "{{\"id\": \"{id}\", \"split\": \"{split}\", \"input\": {{\"target\": \"{id}.txt\", \
+             \"content\": \"hello {id}\"}}, \"expected\": \"EXPECTED-MARKER-{id}\"}}\n"
+        ));
+    }
+    write(&suite.join("tasks.jsonl"), &tasks);
+    let harness = root.join("harness");
+    write(
+        &harness.join("harness.toml"),
+        "name = \"writer\"\nentry = [\"python3\", \"solve.py\"]\n",
+    );
+    write(
+        &harness.join("solve.py"),
+        "import json, sys\n\
+         t = json.loads(sys.stdin.readline())\n\
+         text = t['content'].upper() if t['target'] == 'c.txt' else t['content']\n\
+         open(t['target'], 'w').write(text + '\\n')\n\
+         print(json.dumps({'answer': 'wrote ' + t['target']}))\n",
+    );
+    (suite, harness)
+}
+
+fn synth(suite: &Path, harness: &Path, out: &Path) -> Output {
+    hevo()
+        .args(["tests", "synth"])
+        .arg(suite)
+        .arg("--harness")
+        .arg(harness)
+        .arg("--out")
+        .arg(out)
+        .args(["--test-timeout", "2", "--no-model", "--json", "--jobs", "2"])
+        // The script's text, not its path: the sandboxed agent sees only its workspace.
+        .args(["--agent-cmd", "python3", "-c"])
+        .arg(std::fs::read_to_string(agent()).unwrap())
+        .output()
+        .unwrap()
+}
+
+fn eval(harness: &Path, suite: &Path, run_dir: &Path) -> Output {
+    hevo()
+        .arg("eval")
+        .arg(harness)
+        .arg("--suite")
+        .arg(suite)
+        .args(["--split", "val", "--no-model", "--no-progress", "--json"])
+        .arg("--run-dir")
+        .arg(run_dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn broken_tests_are_dropped_and_the_frozen_suite_scores_a_harness() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (suite, harness) = fixture(tmp.path());
+    let out = tmp.path().join("suite-tests");
+    let report = json_of(&synth(&suite, &harness, &out));
+
+    // Every task kept exactly its two good tests; each broken one was dropped for its cause.
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3, "{report:#}");
+    for t in tasks {
+        assert_eq!(t["agent"], "finished", "{t:#}");
+        let verdict = |file: &str| {
+            t["tests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["file"] == file)
+                .unwrap_or_else(|| panic!("no verdict for {file}: {t:#}"))
+                .clone()
+        };
+        assert_eq!(verdict("test_01.sh")["kept"], true, "{t:#}");
+        assert_eq!(verdict("test_02.py")["kept"], true, "{t:#}");
+        for (file, why) in [
+            ("test_03.sh", "syntax error"),
+            ("test_04.sh", "ran past the 2 s limit"),
+            ("test_05.py", "crashed: KeyError"),
+            ("test_06.sh", "exited with code 3"),
+            ("notes.txt", "not named test_NN"),
+        ] {
+            let v = verdict(file);
+            assert_eq!(v["kept"], false, "{v}");
+            assert!(v["why"].as_str().unwrap().contains(why), "{file}: {v}");
+        }
+    }
+    assert_eq!(report["kept"], 6);
+    assert_eq!(report["dropped"], 15);
+    // The harness passes both tests of a and b, one of c's two: (1 + 1 + 0.5) / 3.
+    let rate = report["initial_pass_rate"].as_f64().unwrap();
+    assert!((rate - 2.5 / 3.0).abs() < 1e-9, "{rate}");
+    let c = tasks[2]["tests"].as_array().unwrap();
+    let passes =
+        |file: &str| c.iter().find(|v| v["file"] == file).unwrap()["initial_passes"].clone();
+    assert_eq!(passes("test_01.sh"), true);
+    assert_eq!(passes("test_02.py"), false);
+
+    // The new suite: a locked command scorer, only the kept tests, every hash recorded.
+    let toml = std::fs::read_to_string(out.join("suite.toml")).unwrap();
+    assert!(toml.contains("kind = \"command\""), "{toml}");
+    assert!(toml.contains("lock = \"tests.lock.json\""), "{toml}");
+    let lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("tests.lock.json")).unwrap())
+            .unwrap();
+    let files: Vec<&String> = lock["files"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        files,
+        [
+            "a/test_01.sh",
+            "a/test_02.py",
+            "b/test_01.sh",
+            "b/test_02.py",
+            "c/test_01.sh",
+            "c/test_02.py"
+        ]
+    );
+    // The agent saw neither `expected` nor the verdict: it would have refused (exit 1) and
+    // its workspaces hold no marker.
+    let grep = Command::new("grep")
+        .args(["-r", "-l", "EXPECTED-MARKER"])
+        .arg(out.join(".synth/tasks"))
+        .output()
+        .unwrap();
+    assert!(
+        grep.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+
+    // `hevo eval` on the frozen suite scores by the fraction of tests passed.
+    let run = tmp.path().join("run");
+    let v = json_of(&eval(&harness, &out, &run));
+    assert_eq!(v["pass_rate"], 0.75, "{v:#}");
+    assert_eq!(v["ran_now"], 2);
+
+    // Editing a frozen test makes the suite fail to load (exit 2, the file and the fix).
+    let edited = out.join("tests/c/test_02.py");
+    std::fs::write(&edited, "import sys\nsys.exit(0)\n").unwrap();
+    std::fs::write(out.join("tests/b/test_03.sh"), "exit 0\n").unwrap();
+    std::fs::remove_file(out.join("tests/a/test_01.sh")).unwrap();
+    let bad = eval(&harness, &out, &run);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("tests/c/test_02.py: changed since it was frozen"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tests/b/test_03.sh: not in tests.lock.json"),
+        "{err}"
+    );
+    assert!(err.contains("tests/a/test_01.sh: missing"), "{err}");
+    assert!(err.contains("hevo tests freeze"), "{err}");
+
+    // Re-frozen, the same run directory does not reuse the trial scored under c's old test:
+    // c runs again (and now passes); b's tests are unchanged, so its trial is reused.
+    std::fs::remove_file(out.join("tests/b/test_03.sh")).unwrap();
+    let froze = hevo().args(["tests", "freeze"]).arg(&out).output().unwrap();
+    assert!(froze.status.success(), "{froze:?}");
+    assert!(
+        String::from_utf8_lossy(&froze.stdout).contains("froze 5 test file(s)"),
+        "{froze:?}"
+    );
+    let v = json_of(&eval(&harness, &out, &run));
+    assert_eq!(v["pass_rate"], 1.0, "{v:#}");
+    assert_eq!(v["ran_now"], 1, "only c's tests changed: {v:#}");
+    assert_eq!(v["reused"], 1, "{v:#}");
+}
+
+#[test]
+fn a_bad_output_directory_or_agent_is_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (suite, harness) = fixture(tmp.path());
+    // the suite itself is not empty: refused before anything runs
+    let o = synth(&suite, &harness, &suite);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not empty"),
+        "{o:?}"
+    );
+    let o = hevo()
+        .args(["tests", "synth"])
+        .arg(&suite)
+        .arg("--harness")
+        .arg(&harness)
+        .args(["--no-model", "--agent-cmd", "hevo-no-such-agent"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("`hevo-no-such-agent` is not found"),
+        "{o:?}"
+    );
+}
