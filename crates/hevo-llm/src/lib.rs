@@ -42,7 +42,7 @@ pub use backend::{
 pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};
 pub use error::{BackendError, LlmError};
-pub use gateway::{Gateway, GatewayConfig, GatewayHandle, ModelRoute, TrialKey};
+pub use gateway::{translate_request, Gateway, GatewayConfig, GatewayHandle, ModelRoute, TrialKey};
 pub use ledger::{
     CallRecord, CallStatus, Caps, LedgerSink, MemorySink, NullSink, TrialLabels, TrialUsage,
 };
