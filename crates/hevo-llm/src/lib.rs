@@ -43,7 +43,8 @@ pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};
 pub use error::{BackendError, LlmError};
 pub use gateway::{
-    check_advertise, Gateway, GatewayConfig, GatewayHandle, Listen, ModelRoute, TrialKey,
+    check_advertise, translate_request, Gateway, GatewayConfig, GatewayHandle, Listen, ModelRoute,
+    TrialKey,
 };
 pub use ledger::{
     CallRecord, CallStatus, Caps, LedgerSink, MemorySink, NullSink, TrialLabels, TrialUsage,

@@ -90,8 +90,64 @@ pub enum HarnessError {
 }
 
 impl Manifest {
+    /// Parses and validates the text of a `harness.toml` read from `path` (which every error
+    /// names, with the line where there is one).
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, HarnessError> {
+        let manifest: Manifest = toml::from_str(text).map_err(|err| HarnessError::Invalid {
+            path: path.to_path_buf(),
+            line: err.span().map(|s| crate::suite::line_of(text, s.start)),
+            message: format!(
+                "{} (keys: name, entry, prepare, timeout_s, [params])",
+                err.message()
+            ),
+        })?;
+        let invalid = |message: String| HarnessError::Invalid {
+            path: path.to_path_buf(),
+            line: None,
+            message,
+        };
+        if manifest.entry.is_empty() || manifest.entry[0].trim().is_empty() {
+            return Err(invalid(
+                "`entry` must be a non-empty command, e.g. `entry = [\"python3\", \"harness.py\"]`"
+                    .into(),
+            ));
+        }
+        if matches!(&manifest.prepare, Some(p) if p.is_empty()) {
+            return Err(invalid(
+                "`prepare` must be a non-empty command or be left out".into(),
+            ));
+        }
+        if let Some(t) = manifest.timeout_s {
+            if !(t > 0.0 && crate::limits::seconds(t).is_some()) {
+                return Err(HarnessError::Invalid {
+                    path: path.to_path_buf(),
+                    line: text
+                        .lines()
+                        .position(|l| l.trim_start().starts_with("timeout_s"))
+                        .map(|i| i + 1),
+                    message: crate::limits::seconds_problem("`timeout_s`", t),
+                });
+            }
+        }
+        for (key, spec) in &manifest.params {
+            if spec.values.is_empty() {
+                return Err(invalid(format!(
+                    "[params] `{key}` has no `values`; list the values it may take"
+                )));
+            }
+            if !spec.values.contains(&spec.default) {
+                return Err(invalid(format!(
+                    "[params] `{key}`: default {} is not one of its values {}",
+                    spec.default,
+                    Value::Array(spec.values.clone())
+                )));
+            }
+        }
+        Ok(manifest)
+    }
+
     /// Writes this manifest to `dir/harness.toml`, replacing it (comments are not kept).
-    /// With [`Harness::load`], the only code that reads or writes a `harness.toml`.
+    /// With [`Manifest::parse`], the only code that reads or writes a `harness.toml`.
     pub fn write(&self, dir: &Path) -> Result<(), HarnessError> {
         let path = dir.join("harness.toml");
         let text = toml::to_string(self).map_err(|e| HarnessError::Invalid {
@@ -118,60 +174,12 @@ impl Harness {
             }
             Err(source) => return Err(HarnessError::Read { path, source }),
         };
-        let manifest: Manifest = toml::from_str(&text).map_err(|err| HarnessError::Invalid {
-            path: path.clone(),
-            line: err
-                .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1)),
-            message: format!(
-                "{} (keys: name, entry, prepare, timeout_s, [params])",
-                err.message()
-            ),
-        })?;
-        let invalid = |message: String| HarnessError::Invalid {
-            path: path.clone(),
-            line: None,
-            message,
-        };
-        if manifest.entry.is_empty() || manifest.entry[0].trim().is_empty() {
-            return Err(invalid(
-                "`entry` must be a non-empty command, e.g. `entry = [\"python3\", \"harness.py\"]`"
-                    .into(),
-            ));
-        }
-        if matches!(&manifest.prepare, Some(p) if p.is_empty()) {
-            return Err(invalid(
-                "`prepare` must be a non-empty command or be left out".into(),
-            ));
-        }
-        if let Some(t) = manifest.timeout_s {
-            if !(t > 0.0 && crate::limits::seconds(t).is_some()) {
-                return Err(HarnessError::Invalid {
-                    path: path.clone(),
-                    line: text
-                        .lines()
-                        .position(|l| l.trim_start().starts_with("timeout_s"))
-                        .map(|i| i + 1),
-                    message: crate::limits::seconds_problem("`timeout_s`", t),
-                });
-            }
-        }
-        let mut params = serde_json::Map::new();
-        for (key, spec) in &manifest.params {
-            if spec.values.is_empty() {
-                return Err(invalid(format!(
-                    "[params] `{key}` has no `values`; list the values it may take"
-                )));
-            }
-            if !spec.values.contains(&spec.default) {
-                return Err(invalid(format!(
-                    "[params] `{key}`: default {} is not one of its values {}",
-                    spec.default,
-                    Value::Array(spec.values.clone())
-                )));
-            }
-            params.insert(key.clone(), spec.default.clone());
-        }
+        let manifest = Manifest::parse(&text, &path)?;
+        let params = manifest
+            .params
+            .iter()
+            .map(|(key, spec)| (key.clone(), spec.default.clone()))
+            .collect();
         let name = manifest.name.clone().unwrap_or_else(|| {
             dir.file_name()
                 .map(|n| n.to_string_lossy().into_owned())

@@ -563,8 +563,17 @@ impl Store {
             .map_err(q("find candidate by path"))
     }
 
-    /// Records an estimate.
+    /// Records an estimate, replacing an earlier one of the same run, candidate and label:
+    /// a run resumed (or repeated) after it finished writes its estimates again, and the
+    /// table keeps one row per candidate (the chaos test, `hevo-cli/tests/chaos.rs`, found
+    /// them doubled).
     pub fn insert_estimate(&self, e: &EstimateRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "DELETE FROM estimates WHERE run_id = ?1 AND candidate_id = ?2 AND label = ?3",
+                params![e.run_id, e.candidate_id, e.label],
+            )
+            .map_err(q("replace estimate"))?;
         self.conn
             .execute(
                 "INSERT INTO estimates (run_id, candidate_id, label, value, se, ci_low, ci_high,

@@ -111,10 +111,46 @@ impl Suite {
             path: dir.to_path_buf(),
             source,
         })?;
+        let read = |name: &str| {
+            let path = dir.join(name);
+            match std::fs::read(&path) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(source) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(SuiteError::Read { path, source }),
+            }
+        };
+        let config_bytes = read("suite.toml")?;
+        let config_text = match config_bytes.map(String::from_utf8) {
+            None => None,
+            Some(Ok(text)) => Some(text),
+            Some(Err(e)) => {
+                return Err(SuiteError::Read {
+                    path: dir.join("suite.toml"),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+                })
+            }
+        };
+        let tasks_bytes = read("tasks.jsonl")?;
+        Suite::check(dir, config_text.as_deref(), tasks_bytes.as_deref())
+    }
+
+    /// Parses and validates a suite from the texts of its `suite.toml` and `tasks.jsonl`, as
+    /// if read from `dir` (which names the files in every problem and resolves `files`
+    /// folders and scorer paths; nothing is read except those).
+    pub fn parse(dir: &Path, suite_toml: &str, tasks_jsonl: &[u8]) -> Result<Suite, SuiteError> {
+        Suite::check(dir.to_path_buf(), Some(suite_toml), Some(tasks_jsonl))
+    }
+
+    /// The checks of [`Suite::load`] on file contents (`None`: the file is missing).
+    fn check(
+        dir: PathBuf,
+        suite_toml: Option<&str>,
+        tasks_jsonl: Option<&[u8]>,
+    ) -> Result<Suite, SuiteError> {
         let mut problems = Vec::new();
         let config_path = dir.join("suite.toml");
-        let config = match std::fs::read_to_string(&config_path) {
-            Ok(text) => match toml::from_str::<SuiteConfig>(&text) {
+        let config = match suite_toml {
+            Some(text) => match toml::from_str::<SuiteConfig>(text) {
                 Ok(config) => {
                     for message in config.scorer.validate(&dir) {
                         problems.push(Problem {
@@ -126,12 +162,9 @@ impl Suite {
                     Some(config)
                 }
                 Err(err) => {
-                    let line = err
-                        .span()
-                        .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
                     problems.push(Problem {
                         path: config_path.clone(),
-                        line,
+                        line: err.span().map(|span| line_of(text, span.start)),
                         message: format!(
                             "{} (expected `name = \"...\"` and a `[scorer]` table with \
                              `kind = \"label\" | \"exact\" | \"command\" | \"program\"`)",
@@ -141,7 +174,7 @@ impl Suite {
                     None
                 }
             },
-            Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+            None => {
                 problems.push(Problem {
                     path: config_path.clone(),
                     line: None,
@@ -151,21 +184,15 @@ impl Suite {
                 });
                 None
             }
-            Err(source) => {
-                return Err(SuiteError::Read {
-                    path: config_path,
-                    source,
-                })
-            }
         };
         let strata = config.as_ref().and_then(|c| c.strata.clone());
         let tasks_path = dir.join("tasks.jsonl");
-        let tasks = match std::fs::read(&tasks_path) {
-            Ok(bytes) => {
-                let text = decode_lines(&bytes, &tasks_path, &mut problems);
+        let tasks = match tasks_jsonl {
+            Some(bytes) => {
+                let text = decode_lines(bytes, &tasks_path, &mut problems);
                 parse_tasks(&text, &tasks_path, &dir, strata.as_deref(), &mut problems)
             }
-            Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+            None => {
                 problems.push(Problem {
                     path: tasks_path.clone(),
                     line: None,
@@ -174,12 +201,6 @@ impl Suite {
                         .into(),
                 });
                 Vec::new()
-            }
-            Err(source) => {
-                return Err(SuiteError::Read {
-                    path: tasks_path,
-                    source,
-                })
             }
         };
         let lock = config
@@ -336,6 +357,16 @@ fn check_lock(
         }
     }
     Some(lock)
+}
+
+/// The 1-based line of byte offset `at` in `text` (clamped to the text, on any byte).
+pub fn line_of(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 const KNOWN_KEYS: [&str; 7] = ["id", "split", "group", "input", "expected", "files", "meta"];

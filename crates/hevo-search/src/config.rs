@@ -490,9 +490,13 @@ impl RunConfig {
             let location = e
                 .span()
                 .map(|span| {
-                    let line = text[..span.start].matches('\n').count() + 1;
-                    let col = span.start - text[..span.start].rfind('\n').map_or(0, |i| i + 1) + 1;
-                    format!(":{line}:{col}")
+                    let at = span.start.min(text.len());
+                    let line = hevo_runtime::suite::line_of(text, at);
+                    let line_start = text.as_bytes()[..at]
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |i| i + 1);
+                    format!(":{line}:{}", at - line_start + 1)
                 })
                 .unwrap_or_default();
             ConfigError::Parse {

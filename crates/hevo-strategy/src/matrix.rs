@@ -59,12 +59,16 @@ struct Cell {
 /// Candidate names, task names and the cells of one parsed file.
 type Parsed = (Vec<String>, Vec<String>, HashMap<(usize, usize), Cell>);
 
-fn parse_file(path: &Path, want_outcome: bool) -> Result<Parsed, MatrixError> {
-    let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MatrixError::Io {
-        path: p.clone(),
+/// The text of the file at `path`, or an error naming it.
+fn read(path: &Path) -> Result<String, MatrixError> {
+    std::fs::read_to_string(path).map_err(|e| MatrixError::Io {
+        path: path.display().to_string(),
         reason: e.to_string(),
-    })?;
+    })
+}
+
+fn parse_text(text: &str, origin: &str, want_outcome: bool) -> Result<Parsed, MatrixError> {
+    let p = origin.to_string();
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
@@ -180,8 +184,27 @@ impl Matrix {
     /// Reads a long CSV `candidate,task,outcome[,cost_usd]` (and optionally a separate cost
     /// file `candidate,task,cost_usd`), rejecting missing, duplicate or malformed cells.
     pub fn from_csv(path: &Path, cost_path: Option<&Path>) -> Result<Matrix, MatrixError> {
-        let p = path.display().to_string();
-        let (cands, tasks, cells) = parse_file(path, true)?;
+        let text = read(path)?;
+        let cost = match cost_path {
+            Some(cp) => Some((read(cp)?, cp.display().to_string())),
+            None => None,
+        };
+        Matrix::parse_csv(
+            &text,
+            &path.display().to_string(),
+            cost.as_ref().map(|(t, o)| (t.as_str(), o.as_str())),
+        )
+    }
+
+    /// [`Matrix::from_csv`] on texts: the long CSV read from `origin` and optionally a cost
+    /// CSV `(text, origin)`; every error names its origin (and line, where it has one).
+    pub fn parse_csv(
+        text: &str,
+        origin: &str,
+        cost: Option<(&str, &str)>,
+    ) -> Result<Matrix, MatrixError> {
+        let p = origin.to_string();
+        let (cands, tasks, cells) = parse_text(text, origin, true)?;
         let (nc, nt) = (cands.len(), tasks.len());
         let mut outcomes = vec![vec![0.0; nt]; nc];
         let mut cost_m = vec![vec![f64::NAN; nt]; nc];
@@ -211,9 +234,9 @@ impl Matrix {
                 }
             }
         }
-        if let Some(cp) = cost_path {
-            let q = cp.display().to_string();
-            let (cc, ct, ccells) = parse_file(cp, false)?;
+        if let Some((cost_text, cost_origin)) = cost {
+            let q = cost_origin.to_string();
+            let (cc, ct, ccells) = parse_text(cost_text, cost_origin, false)?;
             for ((c, t), cell) in ccells {
                 let (Some(ci), Some(ti)) = (
                     cands.iter().position(|x| *x == cc[c]),
@@ -288,11 +311,18 @@ impl Matrix {
     /// an independent Bernoulli(`pass_at_1`) outcome per task, seeded by `seed`. Attempts
     /// of one candidate differ only by noise: the near-identical regime of a live search.
     pub fn from_attempts(path: &Path, attempts: usize, seed: u64) -> Result<Matrix, MatrixError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| MatrixError::Io {
-            path: p.clone(),
-            reason: e.to_string(),
-        })?;
+        Matrix::parse_attempts(&read(path)?, &path.display().to_string(), attempts, seed)
+    }
+
+    /// [`Matrix::from_attempts`] on the text of a `candidate,task,pass_at_1` CSV read from
+    /// `origin`, which every error names (with the line, where it has one).
+    pub fn parse_attempts(
+        text: &str,
+        origin: &str,
+        attempts: usize,
+        seed: u64,
+    ) -> Result<Matrix, MatrixError> {
+        let p = origin.to_string();
         let line_err = |line: u64, message: String| MatrixError::Line {
             path: p.clone(),
             line,

@@ -57,6 +57,33 @@ use crate::types::ChatRequest;
 pub(crate) use call::{Call, Refusal};
 pub(crate) use error::{ApiError, Dialect, ErrorKind};
 
+/// Translates a request body of `api` into the provider-neutral [`ChatRequest`] the
+/// gateway answers from a non-forwarding backend, with the checks its handlers make before
+/// any backend is asked (valid JSON, a string `model`, the dialect's fields). The error is
+/// the message the 400 would carry. Embeddings and token counting are never translated.
+pub fn translate_request(
+    api: crate::backend::Api,
+    body: &[u8],
+) -> Result<crate::types::ChatRequest, String> {
+    use crate::backend::Api;
+    let raw: Value =
+        serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))?;
+    if raw.get("model").and_then(Value::as_str).is_none() {
+        return Err("model: a string `model` is required".into());
+    }
+    let translated = match api {
+        Api::ChatCompletions => openai_api::parse(&raw).map(|(request, _)| request),
+        Api::Responses => responses_api::parse(&raw).map(|(request, _)| request),
+        Api::Messages => anthropic_api::parse(&raw).map(|(request, _)| request),
+        Api::Embeddings | Api::CountTokens => {
+            return Err(format!("`{}` is forwarded, never translated", api.path()))
+        }
+    };
+    translated.map_err(|refusal| match refusal {
+        Refusal::Invalid(message) | Refusal::Unsupported(message) => message,
+    })
+}
+
 /// Every method and path the gateway serves, as unknown paths' 404 lists them.
 pub const SERVED: &[&str] = &[
     "POST /v1/chat/completions",

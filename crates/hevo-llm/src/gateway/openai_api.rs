@@ -64,7 +64,7 @@ fn harmless(key: &str, value: &Value, has_tools: bool) -> bool {
 }
 
 /// Translates a chat completion request, or says why it cannot be carried exactly.
-fn parse(raw: &Value) -> Result<(ChatRequest, Options), Refusal> {
+pub(super) fn parse(raw: &Value) -> Result<(ChatRequest, Options), Refusal> {
     let Some(object) = raw.as_object() else {
         return Err(Refusal::Invalid(
             "the request body must be a JSON object".into(),
