@@ -299,5 +299,17 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
     if !failing.is_empty() {
         writeln!(out, "not passed  {}", failing.join(", "))?;
     }
+    let failures = r.failures(&r.harness);
+    if !failures.is_empty() {
+        writeln!(
+            out,
+            "failures    {} of {} trial(s), the first of each class:",
+            failures.total(),
+            r.trials
+        )?;
+        for line in failures.lines("  ") {
+            writeln!(out, "{line}")?;
+        }
+    }
     Ok(())
 }

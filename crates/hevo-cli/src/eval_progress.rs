@@ -1,11 +1,14 @@
 //! The progress reporter of `hevo eval`: turns the engine's typed events into a bar on a
-//! terminal or throttled plain lines otherwise, always on stderr (stdout is data only).
+//! terminal or throttled plain lines otherwise (and in CI), always on stderr (stdout is
+//! data only), with the first trial of each failure class shown as it happens. The bar
+//! draws no colors, so `NO_COLOR` needs nothing here.
 
 use std::io::IsTerminal;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use hevo_runtime::executor::ProgressEvent;
+use hevo_runtime::failures::{self, Failures, TrialRef};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How progress is shown.
@@ -20,11 +23,22 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// A bar on a terminal stderr, plain lines otherwise, nothing with `--no-progress`.
+    /// Nothing with `--no-progress`; a bar on a terminal stderr; plain lines when stderr
+    /// is not a terminal or `CI` is set (as CI services do).
     pub fn choose(no_progress: bool) -> Mode {
+        Mode::of(
+            no_progress,
+            std::io::stderr().is_terminal(),
+            std::env::var("CI").ok().as_deref(),
+        )
+    }
+
+    /// [`Mode::choose`] from its inputs.
+    pub fn of(no_progress: bool, terminal: bool, ci: Option<&str>) -> Mode {
+        let ci = ci.is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
         if no_progress {
             Mode::Quiet
-        } else if std::io::stderr().is_terminal() {
+        } else if terminal && !ci {
             Mode::Bar
         } else {
             Mode::Lines
@@ -37,6 +51,7 @@ pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
     let mut bar: Option<ProgressBar> = None;
     let mut last_line = Instant::now();
     let mut pending_line: Option<String> = None;
+    let mut seen = std::collections::HashSet::new();
     for ev in rx {
         match ev {
             ProgressEvent::RunStarted {
@@ -84,11 +99,40 @@ pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
                 }
             }
             ProgressEvent::TrialFinished {
+                task_id,
+                trial_index,
+                status,
                 done,
                 total,
                 mean_outcome,
+                error,
+                trace,
                 ..
             } => {
+                // The first trial of each failure class, as it happens.
+                let class = failures::class_of(status.as_str(), error.as_deref());
+                if let Some(class) = class.filter(|c| mode != Mode::Quiet && seen.insert(*c)) {
+                    let mut one = Failures::default();
+                    one.add(TrialRef {
+                        candidate: "",
+                        task: &task_id,
+                        trial: trial_index,
+                        status: status.as_str(),
+                        error: error.as_deref(),
+                        trace: trace.as_deref(),
+                    });
+                    let lines = one.lines("  ");
+                    let head = format!(
+                        "hevo: first {class} ({}): task {task_id} trial {trial_index}",
+                        status.as_str()
+                    );
+                    for line in std::iter::once(head).chain(lines.into_iter().skip(1)) {
+                        match &bar {
+                            Some(b) => b.println(line),
+                            None => eprintln!("{line}"),
+                        }
+                    }
+                }
                 let msg = if mean_outcome.is_finite() {
                     format!("mean outcome {mean_outcome:.3}")
                 } else {
@@ -123,5 +167,22 @@ pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
     }
     if let Some(line) = pending_line {
         eprintln!("{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mode;
+
+    #[test]
+    fn the_mode_follows_the_flag_the_terminal_and_ci() {
+        assert_eq!(Mode::of(true, true, None), Mode::Quiet);
+        assert_eq!(Mode::of(true, false, Some("true")), Mode::Quiet);
+        assert_eq!(Mode::of(false, true, None), Mode::Bar);
+        assert_eq!(Mode::of(false, true, Some("true")), Mode::Lines);
+        assert_eq!(Mode::of(false, true, Some("1")), Mode::Lines);
+        assert_eq!(Mode::of(false, true, Some("false")), Mode::Bar);
+        assert_eq!(Mode::of(false, true, Some("")), Mode::Bar);
+        assert_eq!(Mode::of(false, false, None), Mode::Lines);
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use hevo_runtime::cancel::Cancel;
+use hevo_runtime::failures::Failures;
 use hevo_search::config::RunConfig;
 use hevo_search::finalize::{
     finalize, FinalizeError, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
@@ -86,6 +87,14 @@ pub struct FinalizeArgs {
     /// seeds and the pareto tiers.
     #[arg(long)]
     pub frontier: bool,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Progress lines on stderr, each prefixed `hevo: `.
+fn stderr_progress() -> hevo_search::runner::ProgressFn {
+    Arc::new(|line: &str| eprintln!("hevo: {line}"))
 }
 
 fn user(msg: impl std::fmt::Display) -> CliError {
@@ -165,11 +174,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         model_access: model.access(),
         launcher: launcher.clone(),
         cancel: cancel.clone(),
-        progress: progress.then(|| {
-            let f: hevo_search::runner::ProgressFn =
-                Arc::new(|line: &str| eprintln!("hevo: {line}"));
-            f
-        }),
+        progress: progress.then(stderr_progress),
     })
     .map_err(|e| {
         if e.is_user_error() {
@@ -290,6 +295,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
             launcher,
             cancel: cancel.clone(),
             frontier: false,
+            progress: progress.then(stderr_progress),
         };
         Some(finalize(&run_dir, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?)
     } else {
@@ -297,14 +303,45 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     };
     let usage = model.usage();
     model.shutdown();
-    print_run(&report, finalized.as_ref(), usage, args.json)?;
+    let failed = run_failures(&run_dir)?;
+    print_run(&report, finalized.as_ref(), usage, &failed, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The failed validation and test trials of a run, by class, read back from its stores.
+fn run_failures(run_dir: &Path) -> Result<(Failures, Failures), CliError> {
+    let view = hevo_search::view::RunView::open(run_dir).map_err(|e| {
+        if e.is_user_error() {
+            user(e)
+        } else {
+            CliError::Internal(e.into())
+        }
+    })?;
+    Ok((view.failures, view.test_failures))
+}
+
+/// The human lines of a run's failures: a heading, then per class its count and first
+/// trial; nothing when no trial failed.
+fn failure_lines(what: &str, failures: &Failures) -> String {
+    if failures.is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "failures in {what}: {} trial(s), the first of each class:\n",
+        failures.total()
+    );
+    for line in failures.lines("  ") {
+        text += &line;
+        text.push('\n');
+    }
+    text
 }
 
 fn print_run(
     report: &SearchReport,
     finalized: Option<&FinalizeReport>,
     usage: hevo_runtime::spend::Spend,
+    failed: &(Failures, Failures),
     json_out: bool,
 ) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
@@ -332,6 +369,8 @@ fn print_run(
                        "output": usage.output_tokens, "cost_usd": usage.cost_usd},
             "test": finalized.map(test_json),
             "pareto": report.pareto,
+            "failures": failed.0.to_json(),
+            "test_failures": finalized.map(|_| failed.1.to_json()),
         });
         writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
         return Ok(());
@@ -372,8 +411,10 @@ fn print_run(
     if let Some(p) = &report.pareto {
         text += &tier_lines(p);
     }
+    text += &failure_lines("validation trials", &failed.0);
     if let Some(f) = finalized {
         text += &finalize_table(f);
+        text += &failure_lines("test trials", &failed.1);
     }
     text += &what_next(report);
     write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))
@@ -542,7 +583,12 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         .map_err(|e| user(format!("{}: {e}", record_path.display())))?;
     let (config, config_file) = RunConfig::load(&record.config_file).map_err(user)?;
     let suite_dir = config.resolve(&config_file, &config.suite);
-    let mut log = |line: &str| eprintln!("hevo: {line}");
+    let progress = !args.no_progress;
+    let mut log = |line: &str| {
+        if progress {
+            eprintln!("hevo: {line}");
+        }
+    };
     let model = ModelLayer::start(&config, &config_file, &args.run, &mut log)?;
     let opts = FinalizeOptions {
         trials: args.trials,
@@ -552,10 +598,12 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         launcher: executor_launcher(&config, &args.run)?,
         cancel: cancel.clone(),
         frontier: args.frontier,
+        progress: (!args.no_progress).then(stderr_progress),
     };
     let f = finalize(&args.run, &suite_dir, &record, &opts, &mut log).map_err(finalize_error)?;
     let usage = model.usage();
     model.shutdown();
+    let (_, test_failures) = run_failures(&args.run)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = json!({
@@ -565,10 +613,12 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             "tokens": {"input": usage.input_tokens, "cached": usage.cached_tokens, "output": usage.output_tokens},
             "cost_usd": usage.cost_usd,
             "test": test_json(&f),
+            "failures": test_failures.to_json(),
         });
         writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
     } else {
-        write!(out, "{}", finalize_table(&f)).map_err(|e| CliError::Internal(e.into()))?;
+        let text = finalize_table(&f) + &failure_lines("test trials", &test_failures);
+        write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -133,6 +133,8 @@ fn status_json(run: &RunView) -> Value {
         "test": run.test.iter().map(|t| json!({"name": t.name, "role": t.role,
             "pass_rate": est_json(Some(t.pass_rate)), "tasks": t.tasks, "trials": t.trials,
             "cost_usd": t.cost_usd})).collect::<Vec<_>>(),
+        "failures": run.failures.to_json(),
+        "test_failures": run.test_failures.to_json(),
     })
 }
 
@@ -214,6 +216,18 @@ fn status_text(run: &RunView) -> String {
             "  rejected in iteration {}: {}: {}",
             r.iteration, r.name, r.reason
         );
+    }
+    for (what, failures) in [("validation", &run.failures), ("test", &run.test_failures)] {
+        if !failures.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nfailed {what} trials: {}, the first of each class:",
+                failures.total()
+            );
+            for line in failures.lines("  ") {
+                let _ = writeln!(s, "{line}");
+            }
+        }
     }
     if !run.test.is_empty() {
         let _ = writeln!(s, "\ntest split (finalize):");

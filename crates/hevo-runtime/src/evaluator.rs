@@ -578,6 +578,8 @@ impl Workers {
             done,
             total: self.total,
             mean_outcome: mean,
+            error: result.error.clone(),
+            trace: Some(trace_prefix.to_string_lossy().into_owned()),
         });
     }
 }

@@ -70,6 +70,10 @@ pub enum ProgressEvent {
         total: usize,
         /// Running mean outcome of the scored units finished in this invocation.
         mean_outcome: f64,
+        /// The cause of a status other than `pass` and `fail`.
+        error: Option<String>,
+        /// The trace prefix (`<trace>.stdout`, `<trace>.stderr`).
+        trace: Option<String>,
     },
     /// The run was asked to stop; running trials are being killed.
     Cancelling,

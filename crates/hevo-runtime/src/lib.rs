@@ -22,6 +22,7 @@
 //!   candidates, `prepare`); the search holds one for the whole run;
 //! - [`eval`]: `hevo eval`: plan (validate everything) and run one batch;
 //! - [`report`]: an evaluation's result, read back from the store;
+//! - [`failures`]: the trials that did not pass or fail, by class, with the first of each;
 //! - [`spend`]: model calls, tokens and dollars, the one type for them.
 //!
 //! It knows nothing of strategies or of the search: those are `hevo-strategy` and
@@ -33,6 +34,7 @@ pub mod custody;
 pub mod eval;
 pub mod evaluator;
 pub mod executor;
+pub mod failures;
 pub mod harness;
 pub mod launch;
 pub mod limits;

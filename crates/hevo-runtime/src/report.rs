@@ -8,6 +8,7 @@ use hevo_stats::estimate::{sample_mean, Estimate};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::failures::{Failures, TrialRef};
 use crate::spend::Spend;
 use crate::store::{Store, StoreError, TrialRow};
 use crate::task::{Split, Task};
@@ -30,6 +31,8 @@ pub struct TrialReport {
     pub answer: Option<Value>,
     /// What its model calls cost.
     pub spend: Spend,
+    /// The trace prefix: `<trace>.stdout`, `<trace>.stderr`.
+    pub trace: Option<String>,
 }
 
 /// One task in a report.
@@ -100,6 +103,25 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
+    /// The trials that did not pass or fail, by class, in task order, named as
+    /// `candidate` (the harness's name for `hevo eval`, the archive's name in a search).
+    pub fn failures(&self, candidate: &str) -> Failures {
+        let mut f = Failures::default();
+        for t in &self.tasks {
+            for d in &t.details {
+                f.add(TrialRef {
+                    candidate,
+                    task: &t.id,
+                    trial: d.index,
+                    status: &d.status,
+                    error: d.error.as_deref(),
+                    trace: d.trace.as_deref(),
+                });
+            }
+        }
+        f
+    }
+
     /// The `--json` document.
     pub fn to_json(&self) -> Value {
         let num = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
@@ -128,6 +150,7 @@ impl EvalReport {
             "ran_now": self.ran_now,
             "reused": self.reused,
             "sandbox": self.sandbox,
+            "failures": self.failures(&self.harness).to_json(),
             "groups": self.groups.iter().map(|(g, r)| (g.clone(), json!({
                 "tasks": r.tasks,
                 "pass_rate": num(r.pass_rate.value),
@@ -233,6 +256,7 @@ pub(crate) fn build_report(
                         .as_deref()
                         .and_then(|a| serde_json::from_str(a).ok()),
                     spend: r.spend,
+                    trace: r.trace_path.clone(),
                 })
                 .collect(),
         });

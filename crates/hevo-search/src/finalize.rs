@@ -148,6 +148,9 @@ pub struct FinalizeOptions {
     /// Also test the frontier (the best few candidates), not only the pick and the seeds
     /// (and the tiers in pareto mode) the comparison needs.
     pub frontier: bool,
+    /// Receives progress lines while test trials run (as a search's batches do);
+    /// `None` for quiet runs.
+    pub progress: Option<crate::runner::ProgressFn>,
 }
 
 /// Why finalize could not run.
@@ -301,9 +304,18 @@ pub fn finalize(
             trials: opts.trials,
             draw_label: Some("test"),
         };
-        let report = evaluator
-            .evaluate(&candidate, &batch, None)
-            .map_err(eval_err)?;
+        let (tx, reporter) = match &opts.progress {
+            Some(p) => {
+                let (tx, handle) = crate::runner::progress_lines(name.clone(), p.clone());
+                (Some(tx), Some(handle))
+            }
+            None => (None, None),
+        };
+        let report = evaluator.evaluate(&candidate, &batch, tx);
+        if let Some(handle) = reporter {
+            let _ = handle.join();
+        }
+        let report = report.map_err(eval_err)?;
         evaluations += report.trials;
         cost += report.spend.cost_usd;
         let rows = evaluator

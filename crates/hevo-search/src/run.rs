@@ -472,6 +472,7 @@ pub fn run_search(
         &mut summary_names,
     )?;
 
+    let loop_started = Instant::now();
     for it in 1..=config.search.iterations {
         if let Some(max) = config.budget.max_wall_s {
             if started.elapsed().as_secs() >= max {
@@ -588,13 +589,13 @@ pub fn run_search(
             clear_pending(&archive)?;
         }
         if !new_ids.is_empty() {
-            let done: u64 = oracle.effort.values().map(|e| e.trials).sum();
-            let spent: f64 = oracle.effort.values().map(|e| e.spend.cost_usd).sum();
-            log(&format!(
-                "iteration {it}/{}: evaluating {} candidate(s); so far {done} trials, ${spent:.4}, {} elapsed",
-                config.search.iterations,
+            log(&iteration_line(
+                it,
+                config,
                 new_ids.len(),
-                clock(started.elapsed().as_secs_f64())
+                &oracle.effort,
+                started.elapsed().as_secs_f64(),
+                loop_started.elapsed().as_secs_f64(),
             ));
             let ids = new_ids.clone();
             if let Err(e) = oracle.call(runner, &candidates, &val_ids, &mut |o| {
@@ -1121,6 +1122,43 @@ fn write_frontier(
     archive
         .write_frontier(&entries)
         .map_err(io_err("cannot write the frontier in", archive.root()))
+}
+
+/// The progress line at the start of iteration `it`: what it evaluates, the validation
+/// trials done so far (of the `max_evaluations` budget, if set), tokens and dollars so far,
+/// the elapsed time and an ETA of the search from the iterations before it.
+fn iteration_line(
+    it: u32,
+    config: &RunConfig,
+    candidates: usize,
+    effort: &HashMap<usize, Effort>,
+    elapsed_s: f64,
+    loop_s: f64,
+) -> String {
+    let iterations = config.search.iterations;
+    let done: u64 = effort.values().map(|e| e.trials).sum();
+    let mut spend = Spend::default();
+    for e in effort.values() {
+        spend.add(&e.spend);
+    }
+    let of = config
+        .budget
+        .max_evaluations
+        .map(|m| format!(" of {m}"))
+        .unwrap_or_default();
+    let eta = if it > 1 {
+        let per = loop_s / f64::from(it - 1);
+        format!(", ETA {}", clock(per * f64::from(iterations - it + 1)))
+    } else {
+        String::new()
+    };
+    format!(
+        "iteration {it}/{iterations}: evaluating {candidates} candidate(s); so far {done}{of} trials, \
+         {} tokens, ${:.4}, {} elapsed{eta}",
+        spend.total_tokens(),
+        spend.cost_usd,
+        clock(elapsed_s)
+    )
 }
 
 /// `m:ss` (or `h:mm:ss`) of a number of seconds, for progress lines.

@@ -13,6 +13,7 @@ use hevo_runtime::cancel::Cancel;
 use hevo_runtime::eval::{self, EvalError};
 use hevo_runtime::evaluator::{Batch, Evaluator, EvaluatorConfig};
 use hevo_runtime::executor::ProgressEvent;
+use hevo_runtime::failures::Failures;
 use hevo_runtime::launch::Launcher;
 use hevo_runtime::model_access::{ModelAccess, ModelEnv};
 use hevo_runtime::report::EvalReport;
@@ -115,7 +116,7 @@ pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5
 
 /// Turns a batch's progress events into throttled lines for `report`, each with the
 /// batch's elapsed time and an ETA from its rate so far.
-fn progress_lines(
+pub(crate) fn progress_lines(
     name: String,
     report: ProgressFn,
 ) -> (
@@ -196,6 +197,8 @@ pub struct LiveRunner {
     settings: RunnerSettings,
     evaluator: Evaluator,
     smoke: Option<Evaluator>,
+    /// Failure classes already shown with their first trial.
+    seen_failures: std::collections::HashSet<&'static str>,
 }
 
 impl LiveRunner {
@@ -208,12 +211,43 @@ impl LiveRunner {
             settings,
             evaluator,
             smoke: None,
+            seen_failures: Default::default(),
         })
     }
 
     /// The evaluator of the run (its store, for reads and records between batches).
     pub fn evaluator(&mut self) -> &mut Evaluator {
         &mut self.evaluator
+    }
+
+    /// After a batch: how many of its trials failed, by class, and the first trial of
+    /// each class not seen earlier in this search (message, stderr tail, trace).
+    fn report_failures(&mut self, name: &str, report: &EvalReport, progress: &dyn Fn(&str)) {
+        let failures = report.failures(name);
+        if failures.is_empty() {
+            return;
+        }
+        let counts: Vec<String> = failures
+            .classes
+            .iter()
+            .map(|c| format!("{} x{}", c.class, c.count))
+            .collect();
+        progress(&format!(
+            "  {name}: {} of {} trial(s) failed ({})",
+            failures.total(),
+            report.trials,
+            counts.join(", ")
+        ));
+        let new = Failures {
+            classes: failures
+                .classes
+                .into_iter()
+                .filter(|c| self.seen_failures.insert(c.class))
+                .collect(),
+        };
+        for line in new.lines("    ") {
+            progress(&line);
+        }
     }
 }
 
@@ -330,7 +364,11 @@ impl CandidateRunner for LiveRunner {
         if let Some(handle) = reporter {
             let _ = handle.join();
         }
-        Ok(results_of(&report?))
+        let report = report?;
+        if let Some(p) = self.settings.progress.clone() {
+            self.report_failures(name, &report, p.as_ref());
+        }
+        Ok(results_of(&report))
     }
 
     fn smoke(&mut self, _name: &str, code_dir: &Path, task_id: &str) -> Result<(), String> {

@@ -269,6 +269,7 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         launcher: Arc::new(LocalLauncher),
         cancel: Cancel::new(),
         frontier: false,
+        progress: None,
     };
     let f = finalize(&run_dir, &dir.join("suite"), &record, &opts, &mut |_| {}).unwrap();
     runtime.block_on(handle.shutdown());

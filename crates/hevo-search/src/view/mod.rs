@@ -52,6 +52,10 @@ pub struct RunView {
     pub rejected: Vec<Rejected>,
     /// The test split's results, when `finalize` ran.
     pub test: Vec<TestView>,
+    /// The validation trials that did not pass or fail, by class, with the first of each.
+    pub failures: hevo_runtime::failures::Failures,
+    /// The same for the test split (`finalize`).
+    pub test_failures: hevo_runtime::failures::Failures,
 }
 
 /// One archived candidate.

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use hevo_runtime::failures::{Failures, TrialRef};
 use hevo_runtime::spend::Spend;
 use hevo_runtime::store::Store;
 use hevo_stats::estimate::sample_mean;
@@ -162,6 +163,13 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         Err(_) => None,
     };
     let test = read_test(&dir.join("test"), record.as_ref())?;
+    let failures = read_failures(&store, true)?;
+    let test_db = dir.join("test").join("hevo.db");
+    let test_failures = if test_db.is_file() {
+        read_failures(&Store::open_read_only(&test_db)?, false)?
+    } else {
+        Failures::default()
+    };
     // The pick is shown with its selection-adjusted interval, as `hevo run` printed it.
     if let Some(r) = &record {
         if let (Some(est), Some(c)) = (
@@ -185,7 +193,53 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         candidates,
         rejected,
         test,
+        failures,
+        test_failures,
     })
+}
+
+/// The failed trials of a store by class (see [`hevo_runtime::failures`]), `infra_error`
+/// included, in candidate, task and trial order; `val_only` keeps validation tasks.
+fn read_failures(store: &Store, val_only: bool) -> Result<Failures, ViewError> {
+    let q = |source| hevo_runtime::store::StoreError::Query {
+        what: "read failed trials",
+        source,
+    };
+    let mut st = store
+        .connection()
+        .prepare(
+            "SELECT c.name, t.task_id, t.trial_index, t.status, t.error, t.trace_path
+             FROM trials t JOIN candidates c ON c.id = t.candidate_id
+             LEFT JOIN tasks k ON k.id = t.task_id
+             WHERE t.status NOT IN ('pass', 'fail') AND (?1 = 0 OR k.split = 'val')
+             ORDER BY t.candidate_id, t.task_id, t.trial_index",
+        )
+        .map_err(q)?;
+    let rows = st
+        .query_map(params![val_only as i64], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, u32>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<String>>(5)?,
+            ))
+        })
+        .map_err(q)?;
+    let mut failures = Failures::default();
+    for row in rows {
+        let (candidate, task, trial, status, error, trace) = row.map_err(q)?;
+        failures.add(TrialRef {
+            candidate: &candidate,
+            task: &task,
+            trial,
+            status: &status,
+            error: error.as_deref(),
+            trace: trace.as_deref(),
+        });
+    }
+    Ok(failures)
 }
 
 /// Store candidate ids by name (the first id of a name wins).

@@ -274,6 +274,8 @@ mod tests {
             candidates,
             rejected: vec![],
             test: vec![],
+            failures: Default::default(),
+            test_failures: Default::default(),
         }
     }
 

@@ -1,0 +1,256 @@
+//! Failures shown where they happen: real harnesses that crash, time out and print
+//! garbage, run through `hevo eval` and `hevo run`; the first trial of each failure class
+//! is in the human output, in `--json` and inline on stderr (insta snapshots, volatile
+//! fields filtered).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn hevo(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hevo"));
+    cmd.current_dir(dir)
+        .env("HEVO_HOME", dir.join(".hevo-home"));
+    cmd
+}
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A suite whose val tasks each provoke one behaviour of the harnesses below.
+fn suite(dir: &Path) {
+    write(
+        dir,
+        "suite/suite.toml",
+        "name = \"faults\"\n[scorer]\nkind = \"label\"\n",
+    );
+    let tasks = [
+        ("t1", "train", "fine"),
+        ("v1", "val", "crash"),
+        ("v2", "val", "sleep"),
+        ("v3", "val", "garbage"),
+        ("v4", "val", "fine"),
+        ("v5", "val", "crash"),
+        ("s1", "test", "fine"),
+    ];
+    let lines: String = tasks
+        .iter()
+        .map(|(id, split, what)| {
+            format!(
+                "{{\"id\": \"{id}\", \"split\": \"{split}\", \"input\": {{\"do\": \"{what}\"}}, \"expected\": \"ok\"}}\n"
+            )
+        })
+        .collect();
+    write(dir, "suite/tasks.jsonl", &lines);
+}
+
+/// A shell harness that crashes, hangs or prints a non-JSON line when the task asks it
+/// to (and `mode` lets it), and answers correctly otherwise.
+fn faulty_harness(dir: &Path, name: &str, params: &str) {
+    write(
+        dir,
+        &format!("{name}/harness.toml"),
+        &format!("name = \"{name}\"\nentry = [\"sh\", \"harness.sh\"]\ntimeout_s = 1\n{params}"),
+    );
+    write(
+        dir,
+        &format!("{name}/harness.sh"),
+        r#"read -r line
+mode=$(grep -o '"mode": *"[a-z]*"' params.json 2>/dev/null | grep -o '[a-z]*"$' | tr -d '"')
+[ -n "$mode" ] || mode=faulty
+if [ "$mode" = faulty ]; then
+  case "$line" in
+    *crash*) echo "working on it" >&2; echo "Traceback: ValueError: boom" >&2; exit 3;;
+    *sleep*) sleep 30;;
+    *garbage*) echo 'ok, I think'; exit 0;;
+  esac
+fi
+echo '"ok"'
+"#,
+    );
+}
+
+fn filtered(dir: &Path, text: &str) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut s = text.replace(&dir.to_string_lossy().into_owned(), "[TMP]");
+    let hash = regex_like_hash(&s);
+    for h in hash {
+        s = s.replace(&h, "[HASH]");
+    }
+    s.lines()
+        .map(|l| match l.strip_prefix("wall time ") {
+            Some(_) => "wall time   [SECONDS] s mean per trial\n".to_string(),
+            None => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// The 10-hex-digit run hashes in `eval-<name>-<hash>` directory names.
+fn regex_like_hash(s: &str) -> Vec<String> {
+    s.match_indices("eval-")
+        .filter_map(|(at, _)| {
+            let rest = &s[at..];
+            let end = rest.find(['/', ' ', '\n', '"'])?;
+            let name = &rest[..end];
+            let hash = name.rsplit('-').next()?;
+            (hash.len() == 10 && hash.chars().all(|c| c.is_ascii_hexdigit()))
+                .then(|| hash.to_string())
+        })
+        .collect()
+}
+
+fn eval(dir: &Path, harness: &str, extra: &[&str]) -> Output {
+    hevo(dir)
+        .args([
+            "eval",
+            harness,
+            "--suite",
+            "suite",
+            "--no-model",
+            "--jobs",
+            "2",
+        ])
+        .args(["--kill-grace", "0.2"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn eval_shows_the_first_trial_of_each_failure_class() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    faulty_harness(dir, "faulty", "");
+    let out = eval(dir, "faulty", &["--no-progress"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // one task passed, so this is an evaluation, not an error
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    insta::assert_snapshot!(
+        "eval_failures_table",
+        filtered(dir, &String::from_utf8_lossy(&out.stdout))
+    );
+
+    // The same classes in --json (the stored trials are reused: nothing runs again).
+    let out = eval(dir, "faulty", &["--no-progress", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["ran_now"], 0);
+    insta::assert_snapshot!(
+        "eval_failures_json",
+        filtered(
+            dir,
+            &serde_json::to_string_pretty(&doc["failures"]).unwrap()
+        )
+    );
+}
+
+#[test]
+fn eval_prints_each_class_inline_once_as_it_happens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    faulty_harness(dir, "faulty", "");
+    let out = eval(dir, "faulty", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for class in ["crash", "timeout", "bad_output"] {
+        let heads: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with(&format!("hevo: first {class} ")))
+            .collect();
+        assert_eq!(heads.len(), 1, "one inline `{class}` head:\n{stderr}");
+    }
+    assert!(
+        stderr.contains("Traceback: ValueError: boom"),
+        "the crash's stderr tail is shown:\n{stderr}"
+    );
+    // --no-progress: nothing inline, the result still lists them
+    let quiet = eval(dir, "faulty", &["--no-progress"]);
+    let stderr = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!stderr.contains("hevo: first "), "{stderr}");
+    assert!(!stderr.contains("trials done"), "{stderr}");
+}
+
+#[test]
+fn eval_exits_1_when_every_trial_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    write(
+        dir,
+        "garbage/harness.toml",
+        "entry = [\"sh\", \"harness.sh\"]\n",
+    );
+    write(
+        dir,
+        "garbage/harness.sh",
+        "echo 'I refuse to answer in JSON'\n",
+    );
+    let out = eval(dir, "garbage", &["--no-progress"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("every trial of this evaluation errored"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("bad_output x5 (harness_error): first garbage on task v1 trial 0"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("`I refuse to answer in JSON`"), "{stdout}");
+}
+
+#[test]
+fn a_search_shows_failures_per_batch_and_in_its_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    faulty_harness(
+        dir,
+        "seed",
+        "[params]\nmode = { values = [\"fine\", \"faulty\"], default = \"fine\" }\n",
+    );
+    write(
+        dir,
+        "hevo.toml",
+        "name = \"faults\"\nsuite = \"suite\"\nseeds = [\"seed\"]\nseed = 3\n[model]\n[search]\niterations = 1\n\
+         candidates_per_iteration = 1\n[evaluation]\nstrategy = \"full\"\n",
+    );
+    let out = hevo(dir)
+        .args(["run", ".", "--finalize", "--jobs", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // inline, after the batch of the faulty candidate
+    assert!(
+        stderr.contains("of 5 trial(s) failed (crash x2, timeout x1, bad_output x1)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Traceback: ValueError: boom"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let from = stdout
+        .find("failures in validation trials")
+        .expect("a failures section");
+    let to = stdout.find("\ntest split").unwrap_or(stdout.len());
+    insta::assert_snapshot!("run_failures_summary", filtered(dir, &stdout[from..to]));
+    assert!(
+        !stdout.contains("failures in test trials"),
+        "the pick and the seed pass the test task:\n{stdout}"
+    );
+
+    let json = hevo(dir)
+        .args(["run", ".", "--json", "--no-progress"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let classes: Vec<&str> = doc["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(classes, ["crash", "timeout", "bad_output"]);
+}
