@@ -601,9 +601,10 @@ class BuildSuiteTest(unittest.TestCase):
         try:
             self.b.TEST_KEEP = self.b.SIZES["test"]
             full = self.b.split_group("g", rows, random.Random(7))
+            self.b.TEST_KEEP = self.b.SIZES["test"] - 20
+            kept = self.b.split_group("g", rows, random.Random(7))
         finally:
             self.b.TEST_KEEP = keep
-        kept = self.b.split_group("g", rows, random.Random(7))
         for split in ("train", "val"):
             self.assertEqual([t for t in kept if t["split"] == split],
                              [t for t in full if t["split"] == split])

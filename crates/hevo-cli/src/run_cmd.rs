@@ -368,6 +368,7 @@ fn print_run(
             "session_model_usage": {"input": usage.input_tokens, "cached": usage.cached_tokens,
                        "output": usage.output_tokens, "cost_usd": usage.cost_usd},
             "test": finalized.map(test_json),
+            "paired": finalized.map(paired_json),
             "pareto": report.pareto,
             "failures": failed.0.to_json(),
             "test_failures": finalized.map(|_| failed.1.to_json()),
@@ -561,13 +562,46 @@ fn finalize_table(f: &FinalizeReport) -> String {
         text += "the pick is a seed: the search found nothing better on validation\n";
     } else if let (Some(p), Some((seed, s))) = (pick, best_seed) {
         text += &format!(
-            "pick vs best seed ({seed}) on test: {:+.1} points ({:.3} vs {:.3}); read it with both intervals\n",
+            "pick vs best seed ({seed}) on test: {:+.1} points ({:.3} vs {:.3})\n",
             100.0 * (p.pass_rate - s.pass_rate),
             p.pass_rate,
             s.pass_rate
         );
     }
+    for d in &f.paired {
+        let e = &d.difference;
+        text += &format!(
+            "  pick minus {}, paired by task: {:+.1} points, 95% interval [{:+.1}, {:+.1}] \
+             ({} tasks: pick better on {}, seed on {}, {} ties){}\n",
+            d.seed,
+            100.0 * e.value,
+            100.0 * e.ci_low,
+            100.0 * e.ci_high,
+            d.tasks,
+            d.pick_better,
+            d.seed_better,
+            d.ties,
+            if e.ci_low > 0.0 {
+                ": a gain"
+            } else {
+                ": the interval covers zero, no gain shown"
+            }
+        );
+    }
     text
+}
+
+/// The `paired` array of `--json`: the pick minus each seed on test, paired by task.
+fn paired_json(f: &FinalizeReport) -> serde_json::Value {
+    f.paired
+        .iter()
+        .map(|d| {
+            json!({"seed": d.seed, "tasks": d.tasks, "difference": d.difference.value,
+                   "se": d.difference.se, "ci_low": d.difference.ci_low,
+                   "ci_high": d.difference.ci_high, "pick_better": d.pick_better,
+                   "seed_better": d.seed_better, "ties": d.ties})
+        })
+        .collect()
 }
 
 /// Runs `hevo finalize`.
@@ -614,6 +648,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             "cost_usd": usage.cost_usd,
             "test": test_json(&f),
             "failures": test_failures.to_json(),
+            "paired": paired_json(&f),
         });
         writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
     } else {

@@ -112,6 +112,24 @@ fn run_and_finalize_print_the_documented_json() {
         )),
         "{text}"
     );
+    // Then the pick minus the seed, paired by task, with its interval (in --json too).
+    let paired = &fin["paired"][0];
+    assert_eq!(paired["seed"], "seed", "{fin}");
+    let n = paired["tasks"].as_u64().unwrap();
+    let wins = ["pick_better", "seed_better", "ties"].map(|k| paired[k].as_u64().unwrap());
+    assert_eq!(wins.iter().sum::<u64>(), n, "{fin}");
+    let d = paired["difference"].as_f64().unwrap();
+    assert!((100.0 * d - diff).abs() < 1e-9, "{fin}");
+    assert!(paired["ci_low"].as_f64().unwrap() <= d && d <= paired["ci_high"].as_f64().unwrap());
+    assert!(
+        text.contains(&format!(
+            "pick minus seed, paired by task: {:+.1} points, 95% interval [{:+.1}, {:+.1}] ({n} tasks",
+            100.0 * d,
+            100.0 * paired["ci_low"].as_f64().unwrap(),
+            100.0 * paired["ci_high"].as_f64().unwrap()
+        )),
+        "{text}"
+    );
     // Test results live outside the archive.
     assert!(dir.join("runs/threshold/test/hevo.db").exists());
     assert!(!dir.join("runs/threshold/archive/test").exists());

@@ -12,9 +12,9 @@ use crate::proposer::params_writer::{read_params, write_candidate};
 /// Candidates descend from a seed (their *family*: the same code, other parameter values).
 /// Each iteration gives about two thirds of the `k` proposals to the family of the
 /// incumbent and the rest to the next best family, so a seed that starts behind is not
-/// forgotten. Within a family, [`crate::proposer::params::propose`] mutates the incumbent
-/// and frontier members, crosses them over and restarts occasionally, never repeating a
-/// configuration.
+/// forgotten. Within a family, [`crate::proposer::params::propose`] first varies every
+/// parameter once (coverage), then mutates the incumbent and frontier members, crosses
+/// them over and restarts occasionally, never repeating a configuration.
 #[derive(Debug, Default)]
 pub struct ParamsProposer {
     /// Tuning of the evolutionary moves.
