@@ -9,6 +9,8 @@
 //! - [`finalize`]: the test split, once, after a search;
 //! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
 //! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model);
+//! - [`harnesspro`]: HarnessPro's epoch loop (core set, diagnosis, survivors, plans in git
+//!   worktrees);
 //! - [`view`]: what a run directory shows (`hevo report`, `status`, `show`, `ls`).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:
@@ -20,6 +22,7 @@ pub mod archive;
 pub mod config;
 pub mod diagnose;
 pub mod finalize;
+pub mod harnesspro;
 pub mod objective;
 pub mod proposer;
 pub mod run;

@@ -69,12 +69,28 @@ pub enum AgentOutcome {
     Cancelled(CancelReason),
 }
 
-/// Runs the agent once and saves its transcript.
+/// Runs the agent once as the proposer (in the archive, writing only `pending/`) and saves
+/// its transcript.
 pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Result<AgentOutcome> {
-    std::fs::create_dir_all(&call.transcript_dir)?;
     let prompt = render_prompt(call.iteration, call.k);
+    run_agent_with(launcher, call, &prompt, &[call.archive.join("pending")]).await
+}
+
+/// Runs the agent once with `prompt` in `call.archive` (its working directory, read-only),
+/// able to write only `writable` and its own home (HarnessPro's diagnosis and editing use
+/// this with their own workspaces), and saves its transcript.
+pub async fn run_agent_with(
+    launcher: &dyn Launcher,
+    call: &AgentCall,
+    prompt: &str,
+    writable: &[PathBuf],
+) -> std::io::Result<AgentOutcome> {
+    let prompt = prompt.to_string();
+    std::fs::create_dir_all(&call.transcript_dir)?;
     std::fs::write(call.transcript_dir.join("prompt.txt"), &prompt)?;
-    std::fs::create_dir_all(call.archive.join("pending"))?;
+    for dir in writable {
+        std::fs::create_dir_all(dir)?;
+    }
     std::fs::create_dir_all(&call.home)?;
     let home = call.home.to_string_lossy().into_owned();
     let mut env = base_env(&call.home);
@@ -104,12 +120,16 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         output_cap: 16 * 1024 * 1024,
         tail_bytes: 4096,
         cancel: call.cancel.clone(),
-        // The agent reads the archive and writes only `pending/` and its own home (its
-        // config, logs and caches live there, outside the archive).
+        // The agent reads its working directory and writes only `writable` (the proposer's
+        // `pending/`) and its own home (its config, logs and caches live there).
         access: Access {
             cwd_read_only: true,
             read_only: Vec::new(),
-            writable: vec![call.archive.join("pending"), call.home.clone()],
+            writable: writable
+                .iter()
+                .cloned()
+                .chain([call.home.clone()])
+                .collect(),
             hidden: Vec::new(),
             private_tmp: true,
         },
