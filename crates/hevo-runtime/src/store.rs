@@ -2,7 +2,8 @@
 //!
 //! Tables: `runs`, `candidates`, `tasks`, `draws` (what a strategy drew per candidate,
 //! with inclusion probabilities),
-//! `trials`, `model_calls` and `estimates`. A trial row is written once, when the trial has
+//! `trials`, `model_calls`, `estimates` and `decisions` (HarnessPro's per-epoch choices: core
+//! set, survivors, plans, as JSON). A trial row is written once, when the trial has
 //! finished; `(candidate_id, task_id, trial_index)` is unique, so a killed run resumes by
 //! running exactly the units that have no row yet. The only row ever replaced is an
 //! `infra_error` one (a fault of ours, retried on resume). This module holds SQL only: no
@@ -101,6 +102,15 @@ CREATE TABLE IF NOT EXISTS estimates (
     estimator TEXT NOT NULL,
     tasks_used INTEGER NOT NULL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    UNIQUE (run_id, epoch, kind)
 );
 ";
 
@@ -592,6 +602,39 @@ impl Store {
             )
             .map_err(q("insert estimate"))?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// Records one decision of a run's epoch (`kind` e.g. `core_set`, `survivors`, `plans`)
+    /// as JSON text; recording the same `(run, epoch, kind)` again replaces it (a resumed
+    /// epoch decides again from the same data).
+    pub fn record_decision(
+        &self,
+        run_id: &str,
+        epoch: u32,
+        kind: &str,
+        body: &str,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO decisions (run_id, epoch, kind, body) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, epoch, kind, body],
+            )
+            .map_err(q("record decision"))?;
+        Ok(())
+    }
+
+    /// Every decision of `run_id`: `(epoch, kind, body)` in epoch order.
+    pub fn decisions_of(&self, run_id: &str) -> Result<Vec<(u32, String, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT epoch, kind, body FROM decisions WHERE run_id = ?1 ORDER BY epoch, id")
+            .map_err(q("read decisions"))?;
+        let rows = stmt
+            .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(q("read decisions"))?;
+        rows.collect::<Result<_, _>>().map_err(q("read decisions"))
     }
 }
 
