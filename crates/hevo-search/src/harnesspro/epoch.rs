@@ -90,7 +90,7 @@ pub struct Epochs {
     trials_per_task: u32,
 }
 
-fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SearchError + '_ {
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> SearchError + 'a {
     move |source| SearchError::Io {
         what,
         path: path.to_path_buf(),
@@ -230,7 +230,6 @@ impl Epochs {
                     transcript,
                     &prompt,
                     &[ws.dir.join("out")],
-                    epoch,
                 )?;
                 let checked = outcome
                     .and_then(|()| agent_diagnosis::read_output(&ws, &c.meta.name, rows.len()));
@@ -476,7 +475,7 @@ impl Epochs {
             .transcripts
             .join(format!("epoch-{epoch:03}/edit-{child}"));
         let writable = [ws.harness.clone(), ws.plan_dir.clone()];
-        if let Err(why) = call_agent(agent, &ws.dir, transcript, &prompt, &writable, epoch)? {
+        if let Err(why) = call_agent(agent, &ws.dir, transcript, &prompt, &writable)? {
             return Ok(Err((String::new(), why)));
         }
         let text = match plan::read_plan(ws) {
@@ -657,7 +656,6 @@ fn call_agent(
     transcript_dir: PathBuf,
     prompt: &str,
     writable: &[PathBuf],
-    epoch: u32,
 ) -> Result<Result<(), String>, SearchError> {
     let call = AgentCall {
         command: agent.command.clone(),
