@@ -518,10 +518,7 @@ fn epoch_loop_diagnoses_selects_and_commits_three_children_per_survivor() {
             );
             for f in &agent.findings {
                 let text = std::fs::read_to_string(&f.evidence.file).unwrap();
-                assert!(
-                    f.evidence.file.starts_with(&run_dir.join("traces")),
-                    "{f:?}"
-                );
+                assert!(f.evidence.file.starts_with(run_dir.join("traces")), "{f:?}");
                 assert_eq!(f.evidence.lines, [1, text.lines().count()]);
             }
         }

@@ -224,13 +224,8 @@ impl Epochs {
                 let transcript = agent
                     .transcripts
                     .join(format!("epoch-{epoch:03}/diagnose-{}", c.meta.name));
-                let outcome = call_agent(
-                    agent,
-                    &ws.dir,
-                    transcript,
-                    &prompt,
-                    &[ws.dir.join("out")],
-                )?;
+                let outcome =
+                    call_agent(agent, &ws.dir, transcript, &prompt, &[ws.dir.join("out")])?;
                 let checked = outcome
                     .and_then(|()| agent_diagnosis::read_output(&ws, &c.meta.name, rows.len()));
                 match checked {
@@ -669,8 +664,7 @@ fn call_agent(
         extra_env: agent.env.clone(),
         cancel: agent.cancel.clone(),
     };
-    let outcome =
-        hevo_runtime::rt::block_on(run_agent(&*agent.launcher, &call));
+    let outcome = hevo_runtime::rt::block_on(run_agent(&*agent.launcher, &call));
     Ok(match outcome {
         Err(e) => Err(format!("cannot run the agent: {e}")),
         Ok(AgentOutcome::Finished) => Ok(()),
