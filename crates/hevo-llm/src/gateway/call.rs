@@ -259,11 +259,6 @@ impl Call {
         }
     }
 
-    /// The most this call may spend (what [`Call::admit`] reserves).
-    pub(crate) fn bound(&self) -> InFlight {
-        self.bound
-    }
-
     /// Records and traces a backend's failure (an infra fault unless the request was bad),
     /// with the retries it took; returns the error for the caller to send.
     pub(crate) fn fail_backend(&self, err: &BackendError) -> ApiError {
@@ -330,9 +325,9 @@ impl Call {
         self.gateway.inner.sink.record(&record);
     }
 
-    /// Reserves a slot and the call's maximum tokens and cost ([`Call::bound`]) against the
-    /// trial's and the run's caps, atomically; a call that cannot reserve gets 429 (and is in
-    /// the ledger as `budget_exceeded`). The reservation is settled by [`Call::record_ok`],
+    /// Reserves a slot and the call's maximum tokens and cost (the `bound` that
+    /// [`Gateway::begin`] set) against the trial's and the run's caps, atomically; a call
+    /// that cannot reserve gets 429 (and is in the ledger as `budget_exceeded`). The reservation is settled by [`Call::record_ok`],
     /// released by a failure or when the call is dropped.
     pub(crate) fn admit(&self) -> Result<(), ApiError> {
         let inner = &self.gateway.inner;
