@@ -88,6 +88,9 @@ CREATE TABLE IF NOT EXISTS model_calls (
     latency_ms INTEGER,
     cache_hit INTEGER NOT NULL DEFAULT 0,
     status TEXT NOT NULL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    upstream_error TEXT,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE TABLE IF NOT EXISTS estimates (
@@ -249,19 +252,27 @@ impl Store {
             });
         }
         conn.execute_batch(SCHEMA).map_err(open)?;
-        // Version 3 keys every trial by its task's content; older rows have no key and
-        // are re-run once.
-        let has_key: bool = conn
-            .query_row(
-                "SELECT COUNT(*) FROM pragma_table_info('trials') WHERE name = 'task_key'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(open)?
-            > 0;
-        if !has_key {
-            conn.execute_batch("ALTER TABLE trials ADD COLUMN task_key TEXT NOT NULL DEFAULT ''")
-                .map_err(open)?;
+        // Columns added to existing tables (nullable or defaulted, so older readers still
+        // read them): version 3 keys every trial by its task's content (older rows have no
+        // key and are re-run once); a model call's retries and errors came later.
+        for (table, column, decl) in [
+            ("trials", "task_key", "TEXT NOT NULL DEFAULT ''"),
+            ("model_calls", "retries", "INTEGER NOT NULL DEFAULT 0"),
+            ("model_calls", "error", "TEXT"),
+            ("model_calls", "upstream_error", "TEXT"),
+        ] {
+            let present: bool = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                    params![table, column],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(open)?
+                > 0;
+            if !present {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))
+                    .map_err(open)?;
+            }
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(open)?;
