@@ -43,8 +43,8 @@ pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};
 pub use error::{BackendError, LlmError};
 pub use gateway::{
-    check_advertise, translate_request, BoundSocket, Gateway, GatewayConfig, GatewayHandle,
-    Listen, ModelRoute, TrialKey,
+    check_advertise, translate_request, BoundSocket, Gateway, GatewayConfig, GatewayHandle, Listen,
+    ModelRoute, TrialKey,
 };
 pub use ledger::{
     CallRecord, CallStatus, Caps, InFlight, LedgerSink, MemorySink, NullSink, Scope, TrialLabels,

@@ -655,17 +655,19 @@ time.sleep(4)
 print(json.dumps(own + "|" + theft))
 "#;
 
-/// Runs 2 concurrent trials of [`KEY_THIEF`] against a real gateway through `launcher`;
-/// returns the answers, what the host's TCP attempts with each key got, each trial's totals
-/// and the ledger.
-fn steal_keys(
-    launcher: impl FnOnce(&Path) -> Option<Arc<dyn Launcher>>,
-) -> Option<(
+/// What [`steal_keys`] saw: the answers, the host's TCP attempts, the trials' totals, the
+/// ledger.
+type Theft = (
     Vec<String>,
     Vec<String>,
     Vec<TrialUsage>,
     Vec<hevo_llm::CallRecord>,
-)> {
+);
+
+/// Runs 2 concurrent trials of [`KEY_THIEF`] against a real gateway through `launcher`;
+/// returns the answers, what the host's TCP attempts with each key got, each trial's totals
+/// and the ledger.
+fn steal_keys(launcher: impl FnOnce(&Path) -> Option<Arc<dyn Launcher>>) -> Option<Theft> {
     let f = Fixture::new();
     let suite = f.suite(2);
     let drop_dir = f.path("drop");

@@ -174,11 +174,6 @@ impl Call {
         self.api
     }
 
-    /// The error format of this call.
-    pub(crate) fn dialect(&self) -> Dialect {
-        self.dialect
-    }
-
     fn route(&self) -> &Route {
         self.route.as_ref().expect("begun calls are routed")
     }

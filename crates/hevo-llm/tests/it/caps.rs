@@ -101,7 +101,7 @@ async fn sdk_dollar_cap_holds_within_one_calls_maximum() {
     };
     assert_eq!(out["other"], 0, "{out}");
     let answered = out["answered"].as_u64().unwrap();
-    assert!(answered >= 1 && answered < 64, "{out}");
+    assert!((1..64).contains(&answered), "{out}");
     assert_eq!(
         out["answered"].as_u64().unwrap() + out["refused"].as_u64().unwrap(),
         64
