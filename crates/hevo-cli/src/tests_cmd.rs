@@ -28,7 +28,7 @@ pub struct Args {
 enum TestsCommand {
     /// Have an agent write executable tests per task, keep those that run, freeze them
     /// into a new suite scored by them.
-    Synth(SynthArgs),
+    Synth(Box<SynthArgs>),
     /// Re-freeze a suite's tests after a reviewed edit (rewrites tests.lock.json).
     Freeze(FreezeArgs),
 }
@@ -120,7 +120,7 @@ pub struct FreezeArgs {
 /// Runs `hevo tests`.
 pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     match args.command {
-        TestsCommand::Synth(a) => synth(a, cancel),
+        TestsCommand::Synth(a) => synth(*a, cancel),
         TestsCommand::Freeze(a) => freeze(a),
     }
 }

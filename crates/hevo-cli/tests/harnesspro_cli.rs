@@ -121,3 +121,119 @@ fn pareto_run_reports_tiers_in_json_and_text_and_finalize_tests_them() {
         );
     }
 }
+
+/// Whether bubblewrap can make a sandbox here (else the confinement checks are skipped
+/// loudly; `HEVO_TEST_SANDBOX=1` makes that a failure).
+fn sandbox_works() -> bool {
+    let ok = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-user", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok && std::env::var("HEVO_TEST_SANDBOX").is_ok_and(|v| v == "1") {
+        panic!("HEVO_TEST_SANDBOX=1 but bwrap cannot make a sandbox");
+    }
+    ok
+}
+
+#[test]
+fn harnesspro_epochs_run_the_agent_in_the_sandbox_seeing_no_val_or_test() {
+    let sandboxed = sandbox_works();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = pareto_dir(tmp.path());
+    let script = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../hevo-search/tests/agents/harnesspro_agent.py"),
+    )
+    .unwrap();
+    assert!(!script.contains("'''"));
+    let run_dir = dir.join("runs/threshold");
+    let probe = [
+        dir.join("tasks.jsonl"),
+        run_dir.join("hevo.db"),
+        run_dir.join("archive"),
+        run_dir.join("harnesspro/repo"),
+    ];
+    let probe: Vec<String> = probe
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let config = std::fs::read_to_string(dir.join("hevo.toml")).unwrap().replace(
+        "[search]\niterations = 3",
+        "[harnesspro]\nepochs = 1\ncore_size = 3\ncore_runs = 2\n\n[search]\niterations = 3",
+    ) + &format!(
+        "\n[proposer]\nkind = \"agent\"\ncommand = [\"python3\", \"-c\", '''{script}''', \"{{prompt}}\"]\n\
+         env = {{ HEVO_PROBE = \"{}\" }}\n",
+        probe.join(":")
+    );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let mut cmd = hevo();
+    cmd.args(["run", "--json", "--no-progress", "--jobs", "2"])
+        .arg(&dir);
+    if sandboxed {
+        cmd.env("HEVO_SANDBOX", "require");
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["iterations_done"], 1, "{stderr}");
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(run_dir.join("archive/harnesspro/epoch-001.json")).unwrap(),
+    )
+    .unwrap();
+    // One survivor (the only seed) and its three children, I1 / I2 / I3.
+    assert_eq!(record["survivors"], serde_json::json!(["seed"]), "{record}");
+    let outcomes: Vec<(&str, &str)> = record["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["instruction"].as_str().unwrap(),
+                p["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // The seed's threshold is the lowest value: I1 has nothing to lower.
+    assert_eq!(
+        outcomes,
+        [
+            ("I1", "rejected: the agent changed no file in harness/"),
+            ("I2", "committed"),
+            ("I3", "committed")
+        ],
+        "{stderr}"
+    );
+    let names: Vec<&str> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"e01-c000-i3"), "{names:?}");
+
+    let seen = std::fs::read_to_string(run_dir.join("proposer/home/seen.jsonl")).unwrap();
+    let calls: Vec<serde_json::Value> = seen
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(calls.len(), 4, "one diagnosis and three edits");
+    for c in &calls {
+        for (path, text) in c["files"].as_object().unwrap() {
+            assert!(!text.as_str().unwrap().contains("\"expected\""), "{path}");
+        }
+        if !sandboxed {
+            eprintln!("SKIPPED: no sandbox here, the agent's confinement is not checked");
+            continue;
+        }
+        // Inside the sandbox: neither the suite, the store, the archive nor the repository.
+        for (path, readable) in c["probes"].as_object().unwrap() {
+            assert_eq!(
+                readable,
+                &serde_json::json!(false),
+                "{} could read {path}",
+                c["role"]
+            );
+        }
+    }
+}

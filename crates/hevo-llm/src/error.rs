@@ -38,6 +38,9 @@ pub enum LlmError {
     /// The gateway was started outside a tokio runtime.
     #[error("the gateway must be started inside a tokio runtime")]
     NoRuntime,
+    /// A key to bind is not an open trial's.
+    #[error("the key is not an open trial's key")]
+    UnknownKey,
     /// Binding the loopback listener failed.
     #[error("cannot bind the gateway on 127.0.0.1")]
     Bind(#[source] std::io::Error),
@@ -99,6 +102,14 @@ pub enum BackendError {
     /// The backend failed internally (the local model crashed, a worker stopped).
     #[error("backend failure: {0}")]
     Internal(String),
+    /// Every attempt failed: `last` is the final attempt's failure, after `retries` retries.
+    #[error("{last} (after {retries} retries)")]
+    Exhausted {
+        /// Retries after the first attempt.
+        retries: u32,
+        /// The last attempt's failure.
+        last: Box<BackendError>,
+    },
 }
 
 impl BackendError {
@@ -109,6 +120,15 @@ impl BackendError {
             BackendError::BadRequest(_) => false,
             BackendError::Upstream { status, .. } => *status == 429 || *status >= 500,
             BackendError::Transport(_) | BackendError::Internal(_) => true,
+            BackendError::Exhausted { last, .. } => last.is_infra(),
+        }
+    }
+
+    /// Retries made before this failure (0 unless [`BackendError::Exhausted`]).
+    pub fn retries(&self) -> u32 {
+        match self {
+            BackendError::Exhausted { retries, .. } => *retries,
+            _ => 0,
         }
     }
 }

@@ -69,8 +69,13 @@ pub struct CallRecord {
     pub cache_hit: bool,
     /// How the call ended.
     pub status: CallStatus,
-    /// Upstream retries the backend needed (infra faults absorbed by the gateway).
+    /// Upstream attempts that failed and were retried (429, 5xx, network), whether the call
+    /// then succeeded or not; what the last of them answered is in `upstream_error`.
     pub retries: u32,
+    /// The upstream's last failure for this call (e.g. `HTTP 503: overloaded`): the one a
+    /// retry absorbed on an answered call, or the one that failed it.
+    #[serde(default)]
+    pub upstream_error: Option<String>,
     /// The error message, when `status` is not `ok`.
     pub error: Option<String>,
 }
@@ -127,9 +132,20 @@ impl LedgerSink for NullSink {
     fn record(&self, _record: &CallRecord) {}
 }
 
-/// Spending limits. A call that arrives when a limit is already reached gets HTTP 429 and the
-/// trial is marked `budget_exceeded`; the call that crosses a limit is answered (its tokens
-/// are already spent) and marks the trial too.
+/// Spending and resource limits of a trial (`[caps.trial]`) or of the whole run
+/// (`[caps.run]`).
+///
+/// Spending caps hold under concurrency: before a call is forwarded it reserves a slot and
+/// its maximum tokens and cost ([`InFlight`]); it is admitted only while the answered calls
+/// plus the calls in flight stay under every cap, and its reservation is replaced by what it
+/// really spent when it ends (or released when it fails or the caller leaves). So at most
+/// `max_calls` calls are answered, and tokens and dollars exceed their cap by at most one
+/// call's maximum. A refused call gets HTTP 429 and marks the trial `budget_exceeded`; so
+/// does a call whose real spend crosses a cap.
+///
+/// `max_concurrent`, `max_bytes_in_flight` and `max_trace_bytes` bound resources rather than
+/// spending; unset they take the defaults in [`Caps::concurrency`], [`Caps::bytes_in_flight`]
+/// and [`Caps::trace_bytes`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Caps {
@@ -139,46 +155,149 @@ pub struct Caps {
     /// Most dollars.
     #[serde(default)]
     pub max_cost_usd: Option<f64>,
-    /// Most calls.
+    /// Most calls answered.
     #[serde(default)]
     pub max_calls: Option<u64>,
+    /// Most calls in flight at once; more wait (before their body is read) for a slot.
+    #[serde(default)]
+    pub max_concurrent: Option<u64>,
+    /// Most request-body bytes held in memory at once; more calls wait (before their body
+    /// is read) until enough bytes are free.
+    #[serde(default)]
+    pub max_bytes_in_flight: Option<u64>,
+    /// Most bytes written to `model_calls.jsonl` traces; past it a `truncated` marker line
+    /// ends the trace (the ledger still has every call).
+    #[serde(default)]
+    pub max_trace_bytes: Option<u64>,
+}
+
+/// What the calls in flight may at most still spend, held against the caps.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InFlight {
+    /// Calls admitted and not yet ended.
+    pub calls: u64,
+    /// Their maximum tokens (input bound + output limit).
+    pub tokens: u64,
+    /// Their maximum dollars.
+    pub cost_usd: f64,
+}
+
+impl InFlight {
+    /// One call's maximum.
+    pub fn one(tokens: u64, cost_usd: f64) -> InFlight {
+        InFlight {
+            calls: 1,
+            tokens,
+            cost_usd,
+        }
+    }
+
+    /// Adds `other`'s reservation.
+    pub fn add(&mut self, other: &InFlight) {
+        self.calls += other.calls;
+        self.tokens += other.tokens;
+        self.cost_usd += other.cost_usd;
+    }
+
+    /// Removes `other`'s reservation (added before).
+    pub fn remove(&mut self, other: &InFlight) {
+        self.calls = self.calls.saturating_sub(other.calls);
+        self.tokens = self.tokens.saturating_sub(other.tokens);
+        self.cost_usd = (self.cost_usd - other.cost_usd).max(0.0);
+        if self.calls == 0 {
+            // no drift from float sums once nothing is in flight
+            self.cost_usd = 0.0;
+        }
+    }
+}
+
+/// Per-trial default of [`Caps::max_concurrent`].
+pub const TRIAL_CONCURRENCY: u64 = 16;
+/// Per-run (gateway) default of [`Caps::max_concurrent`].
+pub const RUN_CONCURRENCY: u64 = 256;
+/// Per-trial default of [`Caps::max_bytes_in_flight`].
+pub const TRIAL_BYTES_IN_FLIGHT: u64 = 64 << 20;
+/// Per-run (gateway) default of [`Caps::max_bytes_in_flight`].
+pub const RUN_BYTES_IN_FLIGHT: u64 = 128 << 20;
+/// Per-trial default of [`Caps::max_trace_bytes`].
+pub const TRIAL_TRACE_BYTES: u64 = 32 << 20;
+/// Per-run default of [`Caps::max_trace_bytes`].
+pub const RUN_TRACE_BYTES: u64 = 2 << 30;
+
+/// Whether a [`Caps`] is a trial's or the run's (their resource defaults differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One trial.
+    Trial,
+    /// The whole run (every trial, one gateway).
+    Run,
 }
 
 impl Caps {
-    /// No limits.
+    /// No spending limits (resource limits at their defaults).
     pub const UNLIMITED: Caps = Caps {
         max_tokens: None,
         max_cost_usd: None,
         max_calls: None,
+        max_concurrent: None,
+        max_bytes_in_flight: None,
+        max_trace_bytes: None,
     };
 
-    /// The first limit `usage` has reached, described for a 429 body; `None` while under all.
-    pub fn reached(&self, usage: &TrialUsage) -> Option<String> {
+    /// The first limit that refuses one more call, given what is answered (`usage`) and
+    /// what is in flight, described for a 429 body; `None` admits the call.
+    pub fn refusal(&self, usage: &TrialUsage, in_flight: &InFlight) -> Option<String> {
+        let pending = |n: u64| {
+            if n == 0 {
+                String::new()
+            } else {
+                format!(" (+{n} in flight)")
+            }
+        };
         if let Some(max) = self.max_calls {
-            if usage.calls >= max {
+            if usage.calls + in_flight.calls >= max {
                 return Some(format!(
-                    "call cap reached: {} of {max} calls used",
-                    usage.calls
+                    "call cap reached: {} of {max} calls used{}",
+                    usage.calls,
+                    pending(in_flight.calls)
                 ));
             }
         }
         if let Some(max) = self.max_tokens {
-            if usage.total_tokens() >= max {
+            if usage.total_tokens() + in_flight.tokens >= max {
                 return Some(format!(
-                    "token cap reached: {} of {max} tokens used",
-                    usage.total_tokens()
+                    "token cap reached: {} of {max} tokens used{}",
+                    usage.total_tokens(),
+                    if in_flight.calls == 0 {
+                        String::new()
+                    } else {
+                        format!(" (+up to {} reserved by calls in flight)", in_flight.tokens)
+                    }
                 ));
             }
         }
         if let Some(max) = self.max_cost_usd {
-            if usage.cost_usd >= max {
+            if usage.cost_usd + in_flight.cost_usd >= max {
                 return Some(format!(
-                    "dollar cap reached: ${:.6} of ${max:.6} spent",
-                    usage.cost_usd
+                    "dollar cap reached: ${:.6} of ${max:.6} spent{}",
+                    usage.cost_usd,
+                    if in_flight.calls == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            " (+up to ${:.6} reserved by calls in flight)",
+                            in_flight.cost_usd
+                        )
+                    }
                 ));
             }
         }
         None
+    }
+
+    /// The first limit `usage` has reached with nothing in flight; `None` while under all.
+    pub fn reached(&self, usage: &TrialUsage) -> Option<String> {
+        self.refusal(usage, &InFlight::default())
     }
 
     /// True when `usage` is over a limit (strictly above a token or dollar cap).
@@ -186,6 +305,31 @@ impl Caps {
         self.max_tokens.is_some_and(|m| usage.total_tokens() > m)
             || self.max_cost_usd.is_some_and(|m| usage.cost_usd > m)
             || self.max_calls.is_some_and(|m| usage.calls > m)
+    }
+
+    /// [`Caps::max_concurrent`] or the scope's default (at least 1).
+    pub fn concurrency(&self, scope: Scope) -> u64 {
+        let default = match scope {
+            Scope::Trial => TRIAL_CONCURRENCY,
+            Scope::Run => RUN_CONCURRENCY,
+        };
+        self.max_concurrent.unwrap_or(default).max(1)
+    }
+
+    /// [`Caps::max_bytes_in_flight`] or the scope's default.
+    pub fn bytes_in_flight(&self, scope: Scope) -> u64 {
+        self.max_bytes_in_flight.unwrap_or(match scope {
+            Scope::Trial => TRIAL_BYTES_IN_FLIGHT,
+            Scope::Run => RUN_BYTES_IN_FLIGHT,
+        })
+    }
+
+    /// [`Caps::max_trace_bytes`] or the scope's default.
+    pub fn trace_bytes(&self, scope: Scope) -> u64 {
+        self.max_trace_bytes.unwrap_or(match scope {
+            Scope::Trial => TRIAL_TRACE_BYTES,
+            Scope::Run => RUN_TRACE_BYTES,
+        })
     }
 }
 

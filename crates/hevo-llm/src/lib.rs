@@ -37,17 +37,18 @@ mod types;
 
 pub use backend::{
     AnthropicBackend, AnthropicConfig, Api, Backend, Completion, GenerationTiming, LocalBackend,
-    LocalConfig, OpenAiBackend, OpenAiConfig, RawBody, RawReply, RawRequest, RetryPolicy,
+    LocalConfig, OpenAiBackend, OpenAiConfig, RawBody, RawReply, RawRequest, Retries, RetryPolicy,
 };
 pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};
 pub use error::{BackendError, LlmError};
 pub use gateway::{
-    check_advertise, translate_request, Gateway, GatewayConfig, GatewayHandle, Listen, ModelRoute,
-    TrialKey,
+    check_advertise, translate_request, BoundSocket, Gateway, GatewayConfig, GatewayHandle, Listen,
+    ModelRoute, TrialKey,
 };
 pub use ledger::{
-    CallRecord, CallStatus, Caps, LedgerSink, MemorySink, NullSink, TrialLabels, TrialUsage,
+    CallRecord, CallStatus, Caps, InFlight, LedgerSink, MemorySink, NullSink, Scope, TrialLabels,
+    TrialUsage,
 };
 pub use price::{ModelPrice, PriceTable};
 pub use types::{

@@ -36,7 +36,14 @@ pub struct ModelPrice {
     /// Explicitly free (a local model): every price is zero and no price is required.
     #[serde(default)]
     pub free: bool,
+    /// Most output tokens the model generates when a request sets no limit: what a call
+    /// without `max_tokens` reserves against the caps ([`DEFAULT_MAX_OUTPUT`] when unset).
+    #[serde(default)]
+    pub max_output: Option<u64>,
 }
+
+/// The output limit assumed for a model whose [`ModelPrice::max_output`] is not known.
+pub const DEFAULT_MAX_OUTPUT: u64 = 128_000;
 
 impl ModelPrice {
     /// A paid model's prices.
@@ -46,7 +53,14 @@ impl ModelPrice {
             cached_input: Some(cached_input),
             output,
             free: false,
+            max_output: None,
         }
+    }
+
+    /// These prices with the model's default output limit.
+    pub const fn with_max_output(mut self, tokens: u64) -> Self {
+        self.max_output = Some(tokens);
+        self
     }
 
     /// A model that costs nothing.
@@ -56,6 +70,7 @@ impl ModelPrice {
             cached_input: Some(0.0),
             output: 0.0,
             free: true,
+            max_output: None,
         }
     }
 
@@ -71,6 +86,21 @@ impl ModelPrice {
             / 1_000_000.0
     }
 
+    /// The most a call can cost: `input_tokens` all uncached, and `output_tokens` generated
+    /// (the request's limit, else [`ModelPrice::max_output`]).
+    pub fn max_cost(&self, input_tokens: u64, output_tokens: Option<u64>) -> f64 {
+        self.cost(&Usage {
+            prompt_tokens: input_tokens,
+            cached_tokens: 0,
+            output_tokens: self.output_limit(output_tokens),
+        })
+    }
+
+    /// The request's output limit, else the model's default, else [`DEFAULT_MAX_OUTPUT`].
+    pub fn output_limit(&self, requested: Option<u64>) -> u64 {
+        requested.or(self.max_output).unwrap_or(DEFAULT_MAX_OUTPUT)
+    }
+
     fn validate(&self, model: &str) -> Result<(), LlmError> {
         let values = [self.input, self.cached_input.unwrap_or(0.0), self.output];
         if values.iter().any(|v| !v.is_finite() || *v < 0.0) {
@@ -82,25 +112,73 @@ impl ModelPrice {
     }
 }
 
-/// Built-in prices (USD per million tokens: input, cached input, output). Providers change
-/// prices; override them in `hevo.toml` when they do.
+/// Built-in prices (USD per million tokens: input, cached input, output) and output limits.
+/// Providers change them; override them in `hevo.toml` when they do.
 const BUILTIN: &[(&str, ModelPrice)] = &[
-    ("gpt-4o", ModelPrice::paid(2.50, 1.25, 10.00)),
-    ("gpt-4o-mini", ModelPrice::paid(0.15, 0.075, 0.60)),
-    ("gpt-4.1", ModelPrice::paid(2.00, 0.50, 8.00)),
-    ("gpt-4.1-mini", ModelPrice::paid(0.40, 0.10, 1.60)),
-    ("gpt-4.1-nano", ModelPrice::paid(0.10, 0.025, 0.40)),
-    ("gpt-5", ModelPrice::paid(1.25, 0.125, 10.00)),
-    ("gpt-5-mini", ModelPrice::paid(0.25, 0.025, 2.00)),
-    ("gpt-5-nano", ModelPrice::paid(0.05, 0.005, 0.40)),
-    ("o3", ModelPrice::paid(2.00, 0.50, 8.00)),
-    ("o4-mini", ModelPrice::paid(1.10, 0.275, 4.40)),
-    ("claude-opus-4", ModelPrice::paid(15.00, 1.50, 75.00)),
-    ("claude-opus-4-1", ModelPrice::paid(15.00, 1.50, 75.00)),
-    ("claude-sonnet-4", ModelPrice::paid(3.00, 0.30, 15.00)),
-    ("claude-sonnet-4-5", ModelPrice::paid(3.00, 0.30, 15.00)),
-    ("claude-haiku-4-5", ModelPrice::paid(1.00, 0.10, 5.00)),
-    ("claude-3-5-haiku", ModelPrice::paid(0.80, 0.08, 4.00)),
+    (
+        "gpt-4o",
+        ModelPrice::paid(2.50, 1.25, 10.00).with_max_output(16384),
+    ),
+    (
+        "gpt-4o-mini",
+        ModelPrice::paid(0.15, 0.075, 0.60).with_max_output(16384),
+    ),
+    (
+        "gpt-4.1",
+        ModelPrice::paid(2.00, 0.50, 8.00).with_max_output(32768),
+    ),
+    (
+        "gpt-4.1-mini",
+        ModelPrice::paid(0.40, 0.10, 1.60).with_max_output(32768),
+    ),
+    (
+        "gpt-4.1-nano",
+        ModelPrice::paid(0.10, 0.025, 0.40).with_max_output(32768),
+    ),
+    (
+        "gpt-5",
+        ModelPrice::paid(1.25, 0.125, 10.00).with_max_output(128000),
+    ),
+    (
+        "gpt-5-mini",
+        ModelPrice::paid(0.25, 0.025, 2.00).with_max_output(128000),
+    ),
+    (
+        "gpt-5-nano",
+        ModelPrice::paid(0.05, 0.005, 0.40).with_max_output(128000),
+    ),
+    (
+        "o3",
+        ModelPrice::paid(2.00, 0.50, 8.00).with_max_output(100000),
+    ),
+    (
+        "o4-mini",
+        ModelPrice::paid(1.10, 0.275, 4.40).with_max_output(100000),
+    ),
+    (
+        "claude-opus-4",
+        ModelPrice::paid(15.00, 1.50, 75.00).with_max_output(32000),
+    ),
+    (
+        "claude-opus-4-1",
+        ModelPrice::paid(15.00, 1.50, 75.00).with_max_output(32000),
+    ),
+    (
+        "claude-sonnet-4",
+        ModelPrice::paid(3.00, 0.30, 15.00).with_max_output(64000),
+    ),
+    (
+        "claude-sonnet-4-5",
+        ModelPrice::paid(3.00, 0.30, 15.00).with_max_output(64000),
+    ),
+    (
+        "claude-haiku-4-5",
+        ModelPrice::paid(1.00, 0.10, 5.00).with_max_output(64000),
+    ),
+    (
+        "claude-3-5-haiku",
+        ModelPrice::paid(0.80, 0.08, 4.00).with_max_output(8192),
+    ),
     ("smollm2-135m-instruct", ModelPrice::free()),
 ];
 

@@ -126,7 +126,8 @@ impl ModelAccess for GatewayAccess {
 }
 
 /// A [`LedgerSink`] that writes every model call into the run's SQLite store
-/// (`model_calls`), next to the trial rows.
+/// (`model_calls`), next to the trial rows: answered, refused (`budget_exceeded`) and failed
+/// calls alike, each with its upstream retries and errors.
 ///
 /// It holds its own connection (WAL allows the trial writer and this one to take turns; a
 /// busy timeout makes them wait for each other instead of failing).
@@ -164,8 +165,9 @@ impl LedgerSink for SqliteSink {
         let conn = self.conn.lock().expect("ledger connection lock");
         let result = conn.execute(
             "INSERT INTO model_calls (trial_key, model, input_tokens, cached_tokens, output_tokens, \
-             cost_usd, latency_ms, cache_hit, status, candidate_id, trial_index, task_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             cost_usd, latency_ms, cache_hit, status, candidate_id, trial_index, task_id, \
+             retries, error, upstream_error) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             rusqlite::params![
                 r.trial_id,
                 r.model,
@@ -179,6 +181,9 @@ impl LedgerSink for SqliteSink {
                 at.candidate,
                 at.trial_index,
                 at.task,
+                r.retries,
+                r.error,
+                r.upstream_error,
             ],
         );
         if let Err(e) = result {

@@ -22,7 +22,8 @@
 //! - Network: only the sandbox's loopback. Every `*_BASE_URL` variable naming a port on
 //!   `127.0.0.1`/`localhost` (the gateway) gets a relay: the init listens on that port
 //!   inside and forwards each connection through a per-launch Unix socket to hevo, which
-//!   forwards it to the host's port. Nothing else is reachable.
+//!   serves the gateway there with the trial's key bound to that socket (or forwards to
+//!   the host's port; see [`crate::sandbox_relay`]). Nothing else is reachable.
 //! - Limits: [`SandboxOptions::memory_mb`] (address space per process, `RLIMIT_AS`) and
 //!   [`SandboxOptions::max_processes`] are applied by the init. cgroups are not used (see
 //!   `docs/security.md`).
@@ -255,7 +256,7 @@ impl SandboxLauncher {
             None
         } else {
             Some(
-                crate::sandbox_relay::Relays::start(&ports).map_err(|source| {
+                crate::sandbox_relay::Relays::start(&ports, &spec.env).map_err(|source| {
                     crate::launch::LaunchError::Io {
                         what: "starting the gateway relay",
                         source,
@@ -300,17 +301,20 @@ fn gateway_ports(env: &[(String, String)]) -> Vec<u16> {
     let mut ports: Vec<u16> = env
         .iter()
         .filter(|(k, _)| k.ends_with("_BASE_URL"))
-        .filter_map(|(_, v)| {
-            let rest = v
-                .strip_prefix("http://127.0.0.1:")
-                .or_else(|| v.strip_prefix("http://localhost:"))?;
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
+        .filter_map(|(_, v)| loopback_port(v))
         .collect();
     ports.sort_unstable();
     ports.dedup();
     ports
+}
+
+/// The port of a `http://127.0.0.1:PORT/...` or `http://localhost:PORT/...` URL.
+pub(crate) fn loopback_port(url: &str) -> Option<u16> {
+    let rest = url
+        .strip_prefix("http://127.0.0.1:")
+        .or_else(|| url.strip_prefix("http://localhost:"))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The installation prefixes of a program outside the system directories (the directory

@@ -2,7 +2,8 @@
 //!
 //! Tables: `runs`, `candidates`, `tasks`, `draws` (what a strategy drew per candidate,
 //! with inclusion probabilities),
-//! `trials`, `model_calls` and `estimates`. A trial row is written once, when the trial has
+//! `trials`, `model_calls`, `estimates` and `decisions` (HarnessPro's per-epoch choices: core
+//! set, survivors, plans, as JSON). A trial row is written once, when the trial has
 //! finished; `(candidate_id, task_id, trial_index)` is unique, so a killed run resumes by
 //! running exactly the units that have no row yet. The only row ever replaced is an
 //! `infra_error` one (a fault of ours, retried on resume). This module holds SQL only: no
@@ -87,6 +88,9 @@ CREATE TABLE IF NOT EXISTS model_calls (
     latency_ms INTEGER,
     cache_hit INTEGER NOT NULL DEFAULT 0,
     status TEXT NOT NULL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    upstream_error TEXT,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE TABLE IF NOT EXISTS estimates (
@@ -101,6 +105,15 @@ CREATE TABLE IF NOT EXISTS estimates (
     estimator TEXT NOT NULL,
     tasks_used INTEGER NOT NULL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    UNIQUE (run_id, epoch, kind)
 );
 ";
 
@@ -239,19 +252,27 @@ impl Store {
             });
         }
         conn.execute_batch(SCHEMA).map_err(open)?;
-        // Version 3 keys every trial by its task's content; older rows have no key and
-        // are re-run once.
-        let has_key: bool = conn
-            .query_row(
-                "SELECT COUNT(*) FROM pragma_table_info('trials') WHERE name = 'task_key'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(open)?
-            > 0;
-        if !has_key {
-            conn.execute_batch("ALTER TABLE trials ADD COLUMN task_key TEXT NOT NULL DEFAULT ''")
-                .map_err(open)?;
+        // Columns added to existing tables (nullable or defaulted, so older readers still
+        // read them): version 3 keys every trial by its task's content (older rows have no
+        // key and are re-run once); a model call's retries and errors came later.
+        for (table, column, decl) in [
+            ("trials", "task_key", "TEXT NOT NULL DEFAULT ''"),
+            ("model_calls", "retries", "INTEGER NOT NULL DEFAULT 0"),
+            ("model_calls", "error", "TEXT"),
+            ("model_calls", "upstream_error", "TEXT"),
+        ] {
+            let present: bool = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                    params![table, column],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(open)?
+                > 0;
+            if !present {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))
+                    .map_err(open)?;
+            }
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(open)?;
@@ -592,6 +613,39 @@ impl Store {
             )
             .map_err(q("insert estimate"))?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// Records one decision of a run's epoch (`kind` e.g. `core_set`, `survivors`, `plans`)
+    /// as JSON text; recording the same `(run, epoch, kind)` again replaces it (a resumed
+    /// epoch decides again from the same data).
+    pub fn record_decision(
+        &self,
+        run_id: &str,
+        epoch: u32,
+        kind: &str,
+        body: &str,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO decisions (run_id, epoch, kind, body) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, epoch, kind, body],
+            )
+            .map_err(q("record decision"))?;
+        Ok(())
+    }
+
+    /// Every decision of `run_id`: `(epoch, kind, body)` in epoch order.
+    pub fn decisions_of(&self, run_id: &str) -> Result<Vec<(u32, String, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT epoch, kind, body FROM decisions WHERE run_id = ?1 ORDER BY epoch, id")
+            .map_err(q("read decisions"))?;
+        let rows = stmt
+            .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(q("read decisions"))?;
+        rows.collect::<Result<_, _>>().map_err(q("read decisions"))
     }
 }
 

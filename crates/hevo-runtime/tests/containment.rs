@@ -532,3 +532,248 @@ time.sleep(600)
         "processes of a timed-out trial survived"
     );
 }
+
+/// An OpenAI-compatible upstream on the host's loopback: answers every chat completion.
+fn chat_upstream() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                let answer = json!({"id": "c", "object": "chat.completion", "model": "m-up",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                                 "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+                .to_string();
+                let mut conn = conn;
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+/// The real gateway's access, leaking every trial's key into a directory the harnesses can
+/// read (a stand-in for any way a key gets stolen); on close it also tries the key over the
+/// gateway's TCP port from the host, then records the trial's totals.
+struct Leaky {
+    inner: hevo_runtime::model_access::GatewayAccess,
+    drop_dir: PathBuf,
+    gateway_port: u16,
+    next: std::sync::atomic::AtomicUsize,
+    over_tcp: std::sync::Mutex<Vec<String>>,
+    usages: std::sync::Mutex<Vec<TrialUsage>>,
+}
+
+impl ModelAccess for Leaky {
+    fn open(&self, trial: &str, trace: &Path) -> Result<(ModelEnv, Ticket), String> {
+        let (env, ticket) = self.inner.open(trial, trace)?;
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::fs::write(self.drop_dir.join(format!("key-{n}")), &env.openai_api_key).unwrap();
+        self.over_tcp
+            .lock()
+            .unwrap()
+            .push(env.openai_api_key.clone());
+        Ok((env, ticket))
+    }
+    fn close(&self, ticket: Ticket) -> TrialUsage {
+        // the ticket names its key only in its debug form
+        let shown = format!("{ticket:?}");
+        let mut list = self.over_tcp.lock().unwrap();
+        if let Some(at) = list.iter().position(|k| shown.contains(k.as_str())) {
+            list[at] = http_chat(self.gateway_port, &list[at]);
+        }
+        drop(list);
+        let usage = self.inner.close(ticket);
+        self.usages.lock().unwrap().push(usage);
+        usage
+    }
+}
+
+/// `POST /v1/chat/completions` with `key` over TCP; the status line and body.
+fn http_chat(port: u16, key: &str) -> String {
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        conn,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut reply).unwrap();
+    reply
+}
+
+/// Calls the gateway with its own key, then with a sibling's key found in the drop
+/// directory; stays open a while so the sibling can try its key too.
+const KEY_THIEF: &str = r#"
+import glob, json, os, sys, time, urllib.request, urllib.error
+json.load(sys.stdin)
+mine = os.environ["OPENAI_API_KEY"]
+def call(key):
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=body.encode(), headers={"Authorization": "Bearer " + key,
+                                     "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return str(r.status)
+    except urllib.error.HTTPError as e:
+        return "%d:%s" % (e.code, json.loads(e.read())["error"]["message"])
+own = call(mine)
+stolen = None
+deadline = time.time() + 30
+while stolen is None and time.time() < deadline:
+    for p in glob.glob(os.path.join(sys.argv[1], "key-*")):
+        k = open(p).read().strip()
+        if k and k != mine:
+            stolen = k
+    time.sleep(0.05)
+theft = call(stolen) if stolen else "no-sibling"
+time.sleep(4)
+print(json.dumps(own + "|" + theft))
+"#;
+
+/// What [`steal_keys`] saw: the answers, the host's TCP attempts, the trials' totals, the
+/// ledger.
+type Theft = (
+    Vec<String>,
+    Vec<String>,
+    Vec<TrialUsage>,
+    Vec<hevo_llm::CallRecord>,
+);
+
+/// Runs 2 concurrent trials of [`KEY_THIEF`] against a real gateway through `launcher`;
+/// returns the answers, what the host's TCP attempts with each key got, each trial's totals
+/// and the ledger.
+fn steal_keys(launcher: impl FnOnce(&Path) -> Option<Arc<dyn Launcher>>) -> Option<Theft> {
+    let f = Fixture::new();
+    let suite = f.suite(2);
+    let drop_dir = f.path("drop");
+    std::fs::create_dir_all(&drop_dir).unwrap();
+    let launcher = launcher(&drop_dir)?;
+    let upstream = chat_upstream();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sink = Arc::new(hevo_llm::MemorySink::new());
+    let handle = rt.block_on(async {
+        let backend: Arc<dyn hevo_llm::Backend> = Arc::new(
+            hevo_llm::OpenAiBackend::new(hevo_llm::OpenAiConfig::new(
+                "up",
+                &format!("http://127.0.0.1:{upstream}/v1"),
+                None,
+            ))
+            .unwrap(),
+        );
+        let prices = hevo_llm::PriceTable::empty()
+            .with_overrides([("m-up".to_owned(), hevo_llm::ModelPrice::paid(1.0, 1.0, 1.0))])
+            .unwrap();
+        let config = hevo_llm::GatewayConfig::new(
+            vec![hevo_llm::ModelRoute::new("m", "up", "m-up")],
+            prices,
+        );
+        hevo_llm::Gateway::start(config, vec![backend], sink.clone()).unwrap()
+    });
+    let access = Arc::new(Leaky {
+        inner: hevo_runtime::model_access::GatewayAccess::new(
+            handle.gateway().clone(),
+            handle.openai_base_url(),
+            handle.anthropic_base_url(),
+            hevo_llm::Caps::UNLIMITED,
+        ),
+        drop_dir: drop_dir.clone(),
+        gateway_port: handle.addr().port(),
+        next: Default::default(),
+        over_tcp: Default::default(),
+        usages: Default::default(),
+    });
+    f.write("thief/h.py", KEY_THIEF);
+    f.write(
+        "thief/harness.toml",
+        &format!(
+            "entry = [\"python3\", \"h.py\", \"{}\"]\ntimeout_s = 90\n",
+            drop_dir.display()
+        ),
+    );
+    let mut opts = f.options(&f.path("thief"), &suite, "run");
+    opts.jobs = 2;
+    opts.model_access = Some(access.clone());
+    let r = run(opts, launcher);
+    let over_tcp = access.over_tcp.lock().unwrap().clone();
+    let usages = access.usages.lock().unwrap().clone();
+    let ledger = sink.records();
+    drop(handle);
+    Some((answers(&r), over_tcp, usages, ledger))
+}
+
+#[test]
+fn a_stolen_sibling_key_is_refused_inside_the_sandbox_and_over_tcp_and_billed_to_no_one() {
+    // Unsandboxed, keys are bearer keys: the stolen key works and bills the sibling.
+    let (got, _, usages, _) = steal_keys(|_| Some(Arc::new(LocalLauncher))).unwrap();
+    assert_eq!(got, vec!["200|200".to_owned(), "200|200".to_owned()]);
+    assert_eq!(usages.iter().map(|u| u.calls).sum::<u64>(), 4);
+    // Sandboxed, each key is bound to its trial's socket.
+    let sandboxed = steal_keys(|drop_dir| {
+        sandbox()?;
+        let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
+        let options = SandboxOptions {
+            read_only: vec![drop_dir.to_path_buf()],
+            ..SandboxOptions::default()
+        };
+        let l = SandboxLauncher::new("/usr/bin/bwrap".into(), init, options).unwrap();
+        Some(Arc::new(l) as Arc<dyn Launcher>)
+    });
+    let Some((got, over_tcp, usages, ledger)) = sandboxed else {
+        return;
+    };
+    assert_eq!(got.len(), 2);
+    for a in &got {
+        let (own, theft) = a.split_once('|').unwrap();
+        assert_eq!(own, "200", "the trial's own key failed: {a}");
+        assert!(
+            theft.starts_with("401:") && theft.contains("another trial's sandbox"),
+            "a stolen key was accepted: {a}"
+        );
+    }
+    assert_eq!(over_tcp.len(), 2);
+    for reply in &over_tcp {
+        assert!(
+            reply.starts_with("HTTP/1.1 401") && reply.contains("bound to its sandbox"),
+            "a bound key worked over TCP: {reply}"
+        );
+    }
+    // each trial billed exactly its own call; the refused ones are billed to no one
+    assert_eq!(
+        usages.iter().map(|u| u.calls).collect::<Vec<_>>(),
+        vec![1, 1]
+    );
+    assert_eq!(ledger.len(), 2, "{ledger:#?}");
+    assert!(ledger.iter().all(|r| r.status == hevo_llm::CallStatus::Ok));
+    let mut trials: Vec<&str> = ledger.iter().map(|r| r.trial_id.as_str()).collect();
+    trials.dedup();
+    assert_eq!(
+        trials.len(),
+        2,
+        "both calls billed to one trial: {ledger:#?}"
+    );
+}

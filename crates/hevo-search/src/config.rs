@@ -60,6 +60,47 @@ pub struct RunConfig {
     /// What the search optimizes: pass rate alone, or pass rate and cost (HarnessPro).
     #[serde(default)]
     pub objective: ObjectiveConfig,
+    /// HarnessPro's epoch loop (needs `[objective] kind = "pareto"`; `docs/harnesspro.md`).
+    /// Absent: the usual iterations, tiers chosen at the end.
+    #[serde(default)]
+    pub harnesspro: Option<HarnessProConfig>,
+}
+
+/// `[harnesspro]`: the epoch loop of HarnessPro (`docs/harnesspro.md`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessProConfig {
+    /// Epochs after epoch 0 (the seeds); replaces `[search] iterations`.
+    #[serde(default = "default_epochs")]
+    pub epochs: u32,
+    /// Training tasks in each epoch's core set (chosen by greedy DPP).
+    #[serde(default = "default_core_size")]
+    pub core_size: u32,
+    /// Runs of every core task per candidate (G).
+    #[serde(default = "default_core_runs")]
+    pub core_runs: u32,
+}
+
+fn default_epochs() -> u32 {
+    3
+}
+
+fn default_core_size() -> u32 {
+    10
+}
+
+fn default_core_runs() -> u32 {
+    3
+}
+
+impl Default for HarnessProConfig {
+    fn default() -> Self {
+        HarnessProConfig {
+            epochs: default_epochs(),
+            core_size: default_core_size(),
+            core_runs: default_core_runs(),
+        }
+    }
 }
 
 /// `[objective]`: what the search optimizes (`docs/harnesspro.md`).
@@ -606,6 +647,23 @@ impl RunConfig {
                 "executor.array_throttle",
                 "is 0: use at least 1, or leave it out for no limit".into(),
             ));
+        }
+        if let Some(h) = &self.harnesspro {
+            if self.objective.kind != ObjectiveKind::Pareto {
+                return Err(bad(
+                    "harnesspro",
+                    "needs `[objective] kind = \"pareto\"`: add it, or remove `[harnesspro]`"
+                        .into(),
+                ));
+            }
+            for (key, v) in [
+                ("harnesspro.core_size", h.core_size),
+                ("harnesspro.core_runs", h.core_runs),
+            ] {
+                if v == 0 {
+                    return Err(bad(key, "is 0: use at least 1".into()));
+                }
+            }
         }
         if let Some(v) = self.budget.max_usd {
             if !(v.is_finite() && v > 0.0) {

@@ -386,13 +386,32 @@ pub fn run_search(
         .evaluation
         .kind()
         .map_err(|e| SearchError::User(e.to_string()))?;
-    let k = config.search.candidates_per_iteration;
+    // HarnessPro's epoch loop: each iteration is an epoch with three children per survivor.
+    let epochs = match &config.harnesspro {
+        Some(h) => Some(crate::harnesspro::Epochs::new(
+            h,
+            &config.objective,
+            run_dir,
+            crate::harnesspro::epoch::train_tasks(&suite),
+            &val_ids,
+            config.search.trials,
+        )?),
+        None => None,
+    };
+    let iterations = config
+        .harnesspro
+        .as_ref()
+        .map_or(config.search.iterations, |h| h.epochs);
+    let k = match epochs {
+        Some(_) => 9,
+        None => config.search.candidates_per_iteration,
+    };
     let mut strat: Box<dyn Strategy> = strategy::build(
         kind,
         StrategyConfig {
             strata,
             rho: config.evaluation.rho,
-            expected_candidates: (config.search.iterations * k) as usize,
+            expected_candidates: (iterations * k) as usize,
             seed: config.seed,
             weights: WeightParams::default(),
         },
@@ -473,7 +492,7 @@ pub fn run_search(
     )?;
 
     let loop_started = Instant::now();
-    for it in 1..=config.search.iterations {
+    for it in 1..=iterations {
         if let Some(max) = config.budget.max_wall_s {
             if started.elapsed().as_secs() >= max {
                 stopped_early = Some(format!("the wall-time budget of {max} s is reached"));
@@ -516,7 +535,19 @@ pub fn run_search(
                 archive: &archive,
                 history,
             };
-            let failure = take_proposals(&ctx, &suite.config.name, proposer, log)?;
+            let failure = match &epochs {
+                Some(ep) => ep.propose(
+                    it,
+                    config.seed,
+                    &archive,
+                    &candidates,
+                    strat.estimates(),
+                    runner,
+                    proposer,
+                    log,
+                )?,
+                None => take_proposals(&ctx, &suite.config.name, proposer, log)?,
+            };
             let (accepted, rejected) = validate_pending(
                 &archive,
                 &candidates,
@@ -580,7 +611,11 @@ pub fn run_search(
                 let dir = archive
                     .add_candidate(seq as u32, &meta, &code)
                     .map_err(io_err("cannot archive candidate", &code))?;
-                candidates.push(Candidate { seq, meta, dir });
+                let cand = Candidate { seq, meta, dir };
+                if let Some(ep) = &epochs {
+                    ep.archived(&cand)?;
+                }
+                candidates.push(cand);
                 new_ids.push(seq);
             }
             state.proposals_taken = it;
@@ -699,7 +734,14 @@ pub fn run_search(
     }
     let pareto = match config.objective.kind {
         ObjectiveKind::PassRate => None,
-        ObjectiveKind::Pareto => Some(pareto_tiers(config, &candidates, &shown, runner, log)?),
+        ObjectiveKind::Pareto => Some(pareto_tiers(
+            config,
+            &candidates,
+            &shown,
+            &val_ids,
+            runner,
+            log,
+        )?),
     };
     Ok(SearchReport {
         run_dir: run_dir.to_path_buf(),
@@ -723,17 +765,20 @@ fn pareto_tiers(
     config: &RunConfig,
     candidates: &[Candidate],
     shown: &[Estimate],
+    val_ids: &[String],
     runner: &mut dyn CandidateRunner,
     log: &mut dyn FnMut(&str),
 ) -> Result<ParetoReport, SearchError> {
     let mut rows = Vec::with_capacity(candidates.len());
     for c in candidates {
-        let r = runner
+        let mut r = runner
             .trials(&c.code())
             .map_err(|source| SearchError::Evaluation {
                 candidate: c.meta.name.clone(),
                 source,
             })?;
+        // Validation rows only (HarnessPro's core-set runs are train trials).
+        r.retain(|row| val_ids.contains(&row.task_id));
         let diagnosis = crate::diagnose::diagnose(&c.meta.name, &r);
         crate::diagnose::save(&c.dir, &diagnosis).map_err(io_err("cannot write", &c.dir))?;
         rows.push(r);

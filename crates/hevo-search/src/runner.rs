@@ -78,6 +78,20 @@ pub trait CandidateRunner {
     /// Every stored trial row of `code_dir`'s candidate in the search (not smoke trials):
     /// spend, wall time and trace prefix, for the cost objective and the analyzer.
     fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError>;
+
+    /// HarnessPro's core-set runs: `runs` trials of `code_dir` on each of `task_ids` of the
+    /// train split, running only the ones not already in the store; returns exactly those
+    /// trials' rows.
+    fn core_runs(
+        &mut self,
+        name: &str,
+        code_dir: &Path,
+        task_ids: &[String],
+        runs: u32,
+    ) -> Result<Vec<TrialRow>, EvalError>;
+
+    /// Records one HarnessPro decision of `epoch` in the store (`decisions` table).
+    fn record_decision(&mut self, epoch: u32, kind: &str, body: &str) -> Result<(), EvalError>;
 }
 
 /// The rows an evaluation report counts: trial index below `trials` and run on the task's
@@ -312,6 +326,46 @@ impl CandidateRunner for LiveRunner {
             self.evaluator.suite(),
             self.settings.trials,
         ))
+    }
+
+    fn core_runs(
+        &mut self,
+        name: &str,
+        code_dir: &Path,
+        task_ids: &[String],
+        runs: u32,
+    ) -> Result<Vec<TrialRow>, EvalError> {
+        let candidate = self.evaluator.load(code_dir)?;
+        let (tx, reporter) = match &self.settings.progress {
+            Some(p) => {
+                let (tx, handle) = progress_lines(format!("{name} (core set)"), p.clone());
+                (Some(tx), Some(handle))
+            }
+            None => (None, None),
+        };
+        let batch = Batch {
+            split: Split::Train,
+            tasks: Some(task_ids),
+            trials: runs,
+            draw_label: None,
+        };
+        let report = self.evaluator.evaluate(&candidate, &batch, tx);
+        if let Some(handle) = reporter {
+            let _ = handle.join();
+        }
+        report?;
+        let rows = self.evaluator.store().trials_of(candidate.candidate_id)?;
+        let mut rows = current_rows(rows, self.evaluator.suite(), runs);
+        rows.retain(|r| task_ids.contains(&r.task_id));
+        Ok(rows)
+    }
+
+    fn record_decision(&mut self, epoch: u32, kind: &str, body: &str) -> Result<(), EvalError> {
+        let run_id = self.evaluator.run_id().to_string();
+        self.evaluator
+            .store()
+            .record_decision(&run_id, epoch, kind, body)?;
+        Ok(())
     }
 
     fn record_estimate(&mut self, code_dir: &Path, e: &FinalEstimate) -> Result<(), EvalError> {

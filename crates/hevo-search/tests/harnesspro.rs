@@ -16,7 +16,8 @@ use hevo_runtime::model_access::{GatewayAccess, ModelAccess, ModelEnv, SqliteSin
 use hevo_search::config::RunConfig;
 use hevo_search::diagnose::Diagnosis;
 use hevo_search::finalize::{finalize, FinalizeOptions, SearchRecord};
-use hevo_search::proposer::ParamsProposer;
+use hevo_search::harnesspro::EpochRecord;
+use hevo_search::proposer::{AgentProposer, ParamsProposer};
 use hevo_search::run::run_search;
 use hevo_search::runner::{LiveRunner, RunnerSettings};
 
@@ -148,10 +149,8 @@ fn sum_cost(db: &Path, candidate: &str) -> (f64, i64, f64) {
     .unwrap()
 }
 
-#[test]
-fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// Starts the scripted upstream in `dir`: the process (killed on drop) and its port.
+fn start_upstream(dir: &Path) -> (KillOnDrop, String) {
     write(&dir.join("upstream.py"), UPSTREAM);
     let mut server = std::process::Command::new("python3")
         .arg(dir.join("upstream.py"))
@@ -159,37 +158,56 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         .spawn()
         .unwrap();
     let stdout = server.stdout.take().unwrap();
-    let _server = KillOnDrop(server);
+    let server = KillOnDrop(server);
     let mut port = String::new();
     std::io::BufReader::new(stdout)
         .read_line(&mut port)
         .unwrap();
-    setup(dir, port.trim());
+    (server, port.trim().to_string())
+}
+
+/// Starts hevo's real gateway for `layer` with its ledger in the store `db`.
+fn start_gateway(
+    runtime: &tokio::runtime::Runtime,
+    layer: &hevo_llm::ModelLayerConfig,
+    db: &Path,
+) -> (hevo_llm::GatewayHandle, Arc<dyn ModelAccess>) {
+    let sink = Arc::new(SqliteSink::open(db).unwrap());
+    let backends = layer.build_backends().unwrap();
+    let gw = layer.gateway_config().unwrap();
+    let handle = runtime
+        .block_on(async { Gateway::start(gw, backends, sink) })
+        .unwrap();
+    let access: Arc<dyn ModelAccess> = Arc::new(GatewayAccess::new(
+        handle.gateway().clone(),
+        handle.openai_base_url(),
+        handle.anthropic_base_url(),
+        Caps::UNLIMITED,
+    ));
+    (handle, access)
+}
+
+fn two_threads() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_server, port) = start_upstream(dir);
+    setup(dir, &port);
 
     let (config, file) = RunConfig::load(dir).unwrap();
     let run_dir = dir.join("runs/pro");
     std::fs::create_dir_all(&run_dir).unwrap();
     let layer = config.model.clone().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let start = |db: &Path| {
-        let sink = Arc::new(SqliteSink::open(db).unwrap());
-        let backends = layer.build_backends().unwrap();
-        let gw = layer.gateway_config().unwrap();
-        let handle = runtime
-            .block_on(async { Gateway::start(gw, backends, sink) })
-            .unwrap();
-        let access: Arc<dyn ModelAccess> = Arc::new(GatewayAccess::new(
-            handle.gateway().clone(),
-            handle.openai_base_url(),
-            handle.anthropic_base_url(),
-            Caps::UNLIMITED,
-        ));
-        (handle, access)
-    };
+    let runtime = two_threads();
+    let start = |db: &Path| start_gateway(&runtime, &layer, db);
     let (handle, access) = start(&run_dir.join("hevo.db"));
     let mut runner = LiveRunner::open(RunnerSettings {
         run_dir: run_dir.clone(),
@@ -333,4 +351,279 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         .find(|f| f.kind == "calls_after_final")
         .unwrap();
     assert!(after.finding.contains("3 more call(s)"), "{after:?}");
+}
+
+/// The epoch loop's suite and config: seeds `shots1` (the initial harness) and `shots2`, 6
+/// train, 16 val and 16 test tasks; 2 epochs, core sets of 4 tasks run 3 times.
+fn setup_epochs(dir: &Path, port: &str) {
+    for (name, shots) in [("shots1", 1), ("shots2", 2)] {
+        write(
+            &dir.join(format!("{name}/harness.toml")),
+            &format!(
+                "name = \"{name}\"\nentry = [\"python3\", \"h.py\"]\n[params]\n\
+                 shots = {{ values = [0, 1, 2, 3, 4], default = {shots} }}\n"
+            ),
+        );
+        write(&dir.join(format!("{name}/h.py")), HARNESS);
+    }
+    write(
+        &dir.join("suite/suite.toml"),
+        "name = \"shots\"\n[scorer]\nkind = \"exact\"\n",
+    );
+    let mut tasks = String::new();
+    for (split, prefix, n) in [("train", "r", 6), ("val", "v", 16), ("test", "t", 16)] {
+        for x in 0..n {
+            tasks += &format!(
+                "{{\"id\":\"{prefix}{x:02}\",\"split\":\"{split}\",\"input\":{{\"x\":{x}}},\"expected\":\"A\"}}\n"
+            );
+        }
+    }
+    write(&dir.join("suite/tasks.jsonl"), &tasks);
+    write(
+        &dir.join("hevo.toml"),
+        &format!(
+            "suite = \"suite\"\nseeds = [\"shots1\", \"shots2\"]\nseed = 5\n\
+             [search]\njobs = 2\n\
+             [evaluation]\nstrategy = \"full\"\n\
+             [objective]\nkind = \"pareto\"\n\
+             [harnesspro]\nepochs = 2\ncore_size = 4\ncore_runs = 3\n\
+             [model]\ndefault_model = \"mock\"\nno_cache = true\n\
+             [[model.backends]]\nname = \"up\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n\
+             [[model.models]]\nname = \"mock\"\nbackend = \"up\"\n\
+             [model.prices.mock]\ninput = 1.0\noutput = 4.0\n"
+        ),
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn epoch_loop_diagnoses_selects_and_commits_three_children_per_survivor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_server, port) = start_upstream(dir);
+    setup_epochs(dir, &port);
+    let (config, file) = RunConfig::load(dir).unwrap();
+    let run_dir = dir.join("runs/epochs");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let layer = config.model.clone().unwrap();
+    let runtime = two_threads();
+    let (handle, access) = start_gateway(&runtime, &layer, &run_dir.join("hevo.db"));
+    let launcher: Arc<dyn hevo_runtime::launch::Launcher> = Arc::new(LocalLauncher);
+    let mut runner = LiveRunner::open(RunnerSettings {
+        run_dir: run_dir.clone(),
+        suite_dir: dir.join("suite"),
+        trials: 1,
+        jobs: 2,
+        model_env: ModelEnv::offline(),
+        model_access: Some(access),
+        launcher: launcher.clone(),
+        cancel: Cancel::new(),
+        progress: None,
+    })
+    .unwrap();
+    let agent_script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/harnesspro_agent.py");
+    let home = run_dir.join("proposer/home");
+    let probe = [
+        dir.join("suite/tasks.jsonl"),
+        run_dir.join("hevo.db"),
+        run_dir.join("archive"),
+        run_dir.join("harnesspro/repo"),
+    ];
+    let probe: Vec<String> = probe
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let mut agent = AgentProposer {
+        command: vec![
+            "python3".into(),
+            agent_script.to_string_lossy().into_owned(),
+            "{prompt}".into(),
+        ],
+        timeout: std::time::Duration::from_secs(60),
+        transcripts: run_dir.join("proposer"),
+        home: home.clone(),
+        env: vec![("HEVO_PROBE".into(), probe.join(":"))],
+        model_env: ModelEnv::offline(),
+        launcher,
+        cancel: Cancel::new(),
+    };
+    let mut lines = Vec::new();
+    let result = run_search(
+        &config,
+        &file,
+        &run_dir,
+        &mut runner,
+        &mut agent,
+        &mut |l| lines.push(l.to_string()),
+    );
+    let report = result.unwrap_or_else(|e| panic!("{e}\n{}", lines.join("\n")));
+    drop(runner);
+    runtime.block_on(handle.shutdown());
+    let log = lines.join("\n");
+    assert_eq!(report.iterations_done, 2, "{log}");
+    assert!(report.pareto.as_ref().is_some_and(|p| !p.tiers.is_empty()));
+
+    let archive = run_dir.join("archive");
+    let cand_dir = |name: &str| {
+        std::fs::read_dir(archive.join("candidates"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let f = p.file_name().unwrap().to_string_lossy().into_owned();
+                f.len() > 4 && &f[4..] == name
+            })
+            .unwrap_or_else(|| panic!("{name} is not archived\n{log}"))
+    };
+    let repo = run_dir.join("harnesspro/repo");
+    let conn = rusqlite::Connection::open(run_dir.join("hevo.db")).unwrap();
+    for epoch in 1..=2u32 {
+        let record: EpochRecord = serde_json::from_slice(
+            &std::fs::read(archive.join(format!("harnesspro/epoch-{epoch:03}.json"))).unwrap(),
+        )
+        .unwrap();
+        // The core set: 4 distinct train tasks, each run 3 times by every pool candidate
+        // (the builtin diagnosis reads exactly those 12 trials, below).
+        assert_eq!(record.core_set.len(), 4);
+        assert!(record.core_set.iter().all(|t| t.starts_with('r')));
+        assert_eq!(record.budget.core_trials, record.pool.len() * 4 * 3);
+        assert_eq!(record.budget.core_trials_full, record.pool.len() * 6 * 3);
+        assert!(record.pool.contains(&"shots1".to_string()));
+        for name in &record.pool {
+            // Both diagnoses beside the candidate; the agent's passed the schema check.
+            let d = cand_dir(name).join("diagnosis");
+            let builtin: Diagnosis = serde_json::from_slice(
+                &std::fs::read(d.join(format!("epoch-{epoch:03}.builtin.json"))).unwrap(),
+            )
+            .unwrap();
+            assert_eq!((builtin.producer.as_str(), builtin.trials), ("builtin", 12));
+            let agent: Diagnosis = serde_json::from_slice(
+                &std::fs::read(d.join(format!("epoch-{epoch:03}.agent.json"))).unwrap(),
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{log}"));
+            assert_eq!(agent.producer, "agent");
+            assert_eq!(
+                agent.findings.len(),
+                3,
+                "{name}: one per run of the first task"
+            );
+            for f in &agent.findings {
+                let text = std::fs::read_to_string(&f.evidence.file).unwrap();
+                assert!(f.evidence.file.starts_with(run_dir.join("traces")), "{f:?}");
+                assert_eq!(f.evidence.lines, [1, text.lines().count()]);
+            }
+        }
+        // At most three survivors, each with the three instructions' children.
+        assert!(!record.survivors.is_empty() && record.survivors.len() <= 3);
+        assert_eq!(record.plans.len(), 3 * record.survivors.len(), "{log}");
+        for s in &record.survivors {
+            let ins: Vec<&str> = record
+                .plans
+                .iter()
+                .filter(|p| &p.parent == s)
+                .map(|p| p.instruction.as_str())
+                .collect();
+            assert_eq!(ins, ["I1", "I2", "I3"]);
+        }
+        for p in &record.plans {
+            let parent_toml =
+                std::fs::read_to_string(cand_dir(&p.parent).join("code/harness.toml")).unwrap();
+            if p.outcome != "committed" {
+                // Only an edit past the end of `values` changes nothing.
+                assert_eq!(p.outcome, "rejected: the agent changed no file in harness/");
+                let at_end = if p.instruction == "I1" {
+                    "default = 0"
+                } else {
+                    "default = 4"
+                };
+                assert!(parent_toml.contains(at_end), "{p:?}");
+                continue;
+            }
+            // The child's branch: the plan committed on top of its parent's branch.
+            let branch = format!("cand/{}", p.child);
+            let subjects = git(&repo, &["log", "--format=%s", &branch]);
+            assert!(subjects.starts_with(&p.summary), "{subjects}");
+            let parents = git(&repo, &["rev-parse", &format!("{branch}^")]);
+            let parent_head = git(&repo, &["rev-parse", &format!("cand/{}", p.parent)]);
+            assert_eq!(parents, parent_head);
+            // Its diff against the parent is the plan's edit, and is archived beside it.
+            let diff = git(&repo, &["diff", &format!("cand/{}", p.parent), &branch]);
+            let child = cand_dir(&p.child);
+            assert_eq!(
+                std::fs::read_to_string(child.join("diff.patch")).unwrap(),
+                diff
+            );
+            let changed: Vec<&str> = diff
+                .lines()
+                .filter(|l| {
+                    (l.starts_with('+') || l.starts_with('-'))
+                        && !l.starts_with("+++")
+                        && !l.starts_with("---")
+                })
+                .collect();
+            match p.instruction.as_str() {
+                "I2" => assert_eq!(changed, ["+# I2: balanced, behaviour unchanged"]),
+                _ => {
+                    assert_eq!(changed.len(), 2, "{diff}");
+                    assert!(changed[0].starts_with("-shots") && changed[1].starts_with("+shots"));
+                }
+            }
+            let code = std::fs::read_to_string(child.join("code/harness.toml")).unwrap();
+            let meta = std::fs::read_to_string(child.join("candidate.toml")).unwrap();
+            assert!(
+                meta.contains(&format!("parent = \"{}\"", p.parent)),
+                "{meta}"
+            );
+            assert_ne!(code, parent_toml);
+        }
+        // Every decision is in the store.
+        let kinds: Vec<String> = conn
+            .prepare("SELECT kind FROM decisions WHERE epoch = ?1 ORDER BY id")
+            .unwrap()
+            .query_map([epoch], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(kinds, ["core_set", "survivors", "plans"]);
+    }
+
+    // What the agent saw: its workspaces only, never a val or test task, an expected
+    // answer or a score (the sandbox's own confinement is tested through `hevo run`).
+    let seen = std::fs::read_to_string(home.join("seen.jsonl")).unwrap();
+    let calls: Vec<serde_json::Value> = seen
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(calls.iter().any(|c| c["role"] == "diagnose"));
+    assert!(calls.iter().any(|c| c["role"] == "edit I3"));
+    for c in &calls {
+        let cwd = c["cwd"].as_str().unwrap();
+        assert!(
+            cwd.starts_with(run_dir.join("harnesspro").to_str().unwrap()),
+            "{cwd}"
+        );
+        for (path, text) in c["files"].as_object().unwrap() {
+            let text = text.as_str().unwrap();
+            for id in (0..16).flat_map(|x| [format!("\"v{x:02}\""), format!("\"t{x:02}\"")]) {
+                assert!(!text.contains(&id), "{path} in {cwd} shows task {id}");
+            }
+            assert!(
+                !text.contains("\"expected\""),
+                "{path} shows an expected answer"
+            );
+            assert!(
+                !path.ends_with("scores.json") && !path.ends_with("tasks.jsonl"),
+                "{path}"
+            );
+        }
+    }
 }

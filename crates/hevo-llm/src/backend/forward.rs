@@ -12,7 +12,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::retry::{send_raw, RetryPolicy};
+use super::retry::{send_raw, Retries, RetryPolicy};
 use crate::error::BackendError;
 
 /// A provider API an HTTP request speaks.
@@ -110,7 +110,7 @@ pub struct RawReply {
     /// The body.
     pub body: RawBody,
     /// Attempts that failed with 429/5xx or a network error before this one.
-    pub retries: u32,
+    pub retries: Retries,
 }
 
 /// Sends `build()` with retries and wraps the answer: streamed when it is a stream of events.

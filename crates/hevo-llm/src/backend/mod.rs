@@ -17,7 +17,7 @@ pub use anthropic::{AnthropicBackend, AnthropicConfig};
 pub use forward::{Api, RawBody, RawReply, RawRequest};
 pub use local::{LocalBackend, LocalConfig};
 pub use openai::{OpenAiBackend, OpenAiConfig};
-pub use retry::RetryPolicy;
+pub use retry::{Retries, RetryPolicy};
 
 use crate::error::BackendError;
 use crate::types::{ChatRequest, ChatResponse};
@@ -31,7 +31,7 @@ pub struct Completion {
     /// The answer.
     pub response: ChatResponse,
     /// Upstream attempts that failed with 429/5xx or a network error before this answer.
-    pub retries: u32,
+    pub retries: Retries,
     /// Where the time went, for backends that measure it (the local model).
     pub timing: Option<GenerationTiming>,
 }

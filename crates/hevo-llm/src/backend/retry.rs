@@ -35,12 +35,13 @@ impl RetryPolicy {
 }
 
 /// Sends the request built by `build` until it succeeds, fails with a non-retryable status, or
-/// retries run out. Returns the JSON body and the number of retries.
+/// retries run out. Returns the JSON body and the [`Retries`].
 pub(crate) async fn send_json(
     policy: &RetryPolicy,
     build: impl Fn() -> reqwest::RequestBuilder,
-) -> Result<(Value, u32), BackendError> {
+) -> Result<(Value, Retries), BackendError> {
     let mut attempt = 0;
+    let mut last_error = None;
     loop {
         let (err, retry_after) = match build().send().await {
             Err(err) => (BackendError::Transport(err.to_string()), None),
@@ -51,7 +52,13 @@ pub(crate) async fn send_json(
                     Err(err) => (BackendError::Transport(err.to_string()), None),
                     Ok(body) if status.is_success() => {
                         return serde_json::from_slice(&body)
-                            .map(|value| (value, attempt))
+                            .map(|value| {
+                                let retries = Retries {
+                                    count: attempt,
+                                    last_error: last_error.clone(),
+                                };
+                                (value, retries)
+                            })
                             .map_err(|err| {
                                 BackendError::Transport(format!(
                                     "upstream sent invalid JSON: {err}"
@@ -73,8 +80,9 @@ pub(crate) async fn send_json(
             }
         };
         if attempt >= policy.max_retries {
-            return Err(err);
+            return Err(exhausted(err, attempt));
         }
+        last_error = Some(err.to_string());
         tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
         attempt += 1;
     }
@@ -82,19 +90,24 @@ pub(crate) async fn send_json(
 
 /// Sends the request built by `build` until the upstream answers with a status that is not
 /// retried (success or a 4xx other than 429) or retries run out. Returns the response, body
-/// unread (so a stream can be passed on), and the number of retries.
+/// unread (so a stream can be passed on), and the [`Retries`].
 pub(crate) async fn send_raw(
     policy: &RetryPolicy,
     build: impl Fn() -> reqwest::RequestBuilder,
-) -> Result<(reqwest::Response, u32), BackendError> {
+) -> Result<(reqwest::Response, Retries), BackendError> {
     let mut attempt = 0;
+    let mut last_error = None;
     loop {
         let (err, retry_after) = match build().send().await {
             Err(err) => (BackendError::Transport(err.to_string()), None),
             Ok(response) => {
                 let status = response.status().as_u16();
                 if status != 429 && status < 500 {
-                    return Ok((response, attempt));
+                    let retries = Retries {
+                        count: attempt,
+                        last_error,
+                    };
+                    return Ok((response, retries));
                 }
                 let retry_after = retry_after(&response);
                 let body = response.bytes().await.unwrap_or_default();
@@ -103,10 +116,32 @@ pub(crate) async fn send_raw(
             }
         };
         if attempt >= policy.max_retries {
-            return Err(err);
+            return Err(exhausted(err, attempt));
         }
+        last_error = Some(err.to_string());
         tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
         attempt += 1;
+    }
+}
+
+/// What retrying cost one call: how many attempts failed first, and the last such failure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retries {
+    /// Failed attempts (429, 5xx, network) before the one that answered.
+    pub count: u32,
+    /// The last of them, e.g. `upstream returned HTTP 503: overloaded`.
+    pub last_error: Option<String>,
+}
+
+/// The final failure, wrapped with its retry count when there were retries.
+fn exhausted(err: BackendError, retries: u32) -> BackendError {
+    if retries == 0 {
+        err
+    } else {
+        BackendError::Exhausted {
+            retries,
+            last: Box::new(err),
+        }
     }
 }
 

@@ -1,20 +1,24 @@
 //! [`Call`]: one model call in flight, from authentication to its ledger row.
 //!
-//! A call's life: [`Gateway::begin`] (authenticate → trace request → parse JSON → route) →
-//! [`Call::admit`] (caps) → answered by translation ([`Call::execute`], cached when
-//! deterministic) or forwarded ([`super::forward`]) → [`Call::record_ok`] or [`Call::fail`]
-//! (price, totals, ledger) → trace response.
+//! A call's life: [`Gateway::begin`] (authenticate → parse JSON → trace request → route →
+//! bound the call's tokens and cost) → [`Call::admit`] (reserve a slot and the bound against
+//! the trial's and the run's caps, or 429) → answered by translation ([`Call::execute`],
+//! cached when deterministic) or forwarded ([`super::forward`]) → [`Call::record_ok`] or
+//! [`Call::fail`] (price, settle the reservation into the totals, ledger) → trace response.
+//! A call dropped before it ends (the caller left) releases its reservation.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::HeaderMap;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{now_ms, ApiError, Dialect, ErrorKind, Gateway, Route, Trial};
-use crate::backend::{Api, Backend, DeltaSender};
+use crate::backend::{Api, Backend, DeltaSender, Retries};
 use crate::cache::ResponseCache;
-use crate::ledger::{CallRecord, CallStatus};
+use crate::error::BackendError;
+use crate::ledger::{CallRecord, CallStatus, InFlight};
 use crate::types::{ChatRequest, ChatResponse, Usage};
 
 /// Why a request cannot be translated into a [`ChatRequest`].
@@ -62,10 +66,6 @@ impl Gateway {
             state.next_seq - 1
         };
         let raw = serde_json::from_slice::<Value>(body);
-        let traced = match &raw {
-            Ok(value) => value.clone(),
-            Err(_) => Value::String(String::from_utf8_lossy(body).into_owned()),
-        };
         let mut call = Call {
             gateway: self.clone(),
             trial,
@@ -76,8 +76,17 @@ impl Gateway {
             started_at_ms: now_ms(),
             requested_model: String::new(),
             route: None,
+            bound: InFlight::one(body.len() as u64, 0.0),
+            reserved: AtomicBool::new(false),
         };
-        call.trace("request", None, &traced);
+        match &raw {
+            Ok(value) => call.trace("request", None, value),
+            Err(_) => call.trace(
+                "request",
+                None,
+                &Value::String(String::from_utf8_lossy(body).into_owned()),
+            ),
+        }
         let raw = raw.map_err(|e| {
             call.fail(ApiError::new(
                 dialect,
@@ -103,8 +112,36 @@ impl Gateway {
                 ),
             ))
         })?;
+        call.bound = self.bound(api, &route.upstream_model, body.len() as u64, &raw);
         call.route = Some(route);
         Ok((call, raw))
+    }
+
+    /// The most a call may spend: every request byte an uncached input token (a token is at
+    /// least one byte of the text), plus its output limit (the request's, times `n` choices,
+    /// else the model's default) at the model's prices.
+    fn bound(&self, api: Api, model: &str, body_bytes: u64, raw: &Value) -> InFlight {
+        let num = |name: &str| raw.get(name).and_then(Value::as_u64);
+        let requested = match api {
+            Api::ChatCompletions => num("max_completion_tokens")
+                .or(num("max_tokens"))
+                .map(|m| m.saturating_mul(num("n").unwrap_or(1).max(1))),
+            Api::Responses => num("max_output_tokens"),
+            Api::Messages => num("max_tokens"),
+            Api::Embeddings | Api::CountTokens => Some(0),
+        };
+        let input = if api == Api::CountTokens {
+            0
+        } else {
+            body_bytes
+        };
+        match self.inner.prices.get(model) {
+            Some(price) => InFlight::one(
+                input.saturating_add(price.output_limit(requested)),
+                price.max_cost(input, requested),
+            ),
+            None => InFlight::one(input, 0.0),
+        }
     }
 }
 
@@ -119,17 +156,22 @@ pub(crate) struct Call {
     started_at_ms: u64,
     requested_model: String,
     route: Option<Arc<Route>>,
+    /// What the call reserves against the caps when admitted.
+    bound: InFlight,
+    /// Holds a reservation (between [`Call::admit`] and the call's end).
+    reserved: AtomicBool,
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl Call {
     /// The API called.
     pub(crate) fn api(&self) -> Api {
         self.api
-    }
-
-    /// The error format of this call.
-    pub(crate) fn dialect(&self) -> Dialect {
-        self.dialect
     }
 
     fn route(&self) -> &Route {
@@ -197,8 +239,45 @@ impl Call {
             cache_hit: false,
             status,
             retries: 0,
+            upstream_error: None,
             error,
         }
+    }
+
+    /// Gives the call's reservation back (once; later calls do nothing).
+    fn release(&self) {
+        if self.reserved.swap(false, Ordering::SeqCst) {
+            let mut state = self.trial.state.lock().expect("trial lock");
+            let mut run = self.gateway.inner.run.lock().expect("run lock");
+            state.in_flight.remove(&self.bound);
+            run.in_flight.remove(&self.bound);
+        }
+    }
+
+    /// Records and traces a backend's failure (an infra fault unless the request was bad),
+    /// with the retries it took; returns the error for the caller to send.
+    pub(crate) fn fail_backend(&self, err: &BackendError) -> ApiError {
+        let kind = if err.is_infra() {
+            ErrorKind::Backend
+        } else {
+            ErrorKind::InvalidRequest
+        };
+        let api_error = ApiError::new(self.dialect, kind, err.to_string());
+        let status = match kind {
+            ErrorKind::Backend => CallStatus::BackendError,
+            _ => CallStatus::BadRequest,
+        };
+        let retries = Retries {
+            count: err.retries(),
+            last_error: Some(err.to_string()),
+        };
+        self.record_failure_after(status, &api_error.message, &retries);
+        self.trace(
+            "response",
+            Some(api_error.status().as_u16()),
+            &api_error.body(),
+        );
+        api_error
     }
 
     /// Records and traces a failed call; returns the error for the caller to send.
@@ -215,6 +294,18 @@ impl Call {
 
     /// Records a failed call whose answer is sent by the caller (an upstream's own error).
     pub(crate) fn record_failure(&self, status: CallStatus, message: &str) {
+        self.record_failure_after(status, message, &Retries::default());
+    }
+
+    /// [`Call::record_failure`] of a call that took `retries` upstream; releases its
+    /// reservation.
+    pub(crate) fn record_failure_after(
+        &self,
+        status: CallStatus,
+        message: &str,
+        retries: &Retries,
+    ) {
+        self.release();
         if status == CallStatus::BackendError {
             self.trial
                 .state
@@ -223,47 +314,51 @@ impl Call {
                 .usage
                 .backend_errors += 1;
         }
-        self.gateway
-            .inner
-            .sink
-            .record(&self.base_record(status, Some(message.to_owned())));
+        let mut record = self.base_record(status, Some(message.to_owned()));
+        record.retries = retries.count;
+        record.upstream_error = retries.last_error.clone();
+        self.gateway.inner.sink.record(&record);
     }
 
-    /// Checks the trial's and the run's caps; a call over one gets 429.
+    /// Reserves a slot and the call's maximum tokens and cost (the `bound` that
+    /// [`Gateway::begin`] set) against the trial's and the run's caps, atomically; a call
+    /// that cannot reserve gets 429 (and is in the ledger as `budget_exceeded`). The reservation is settled by [`Call::record_ok`],
+    /// released by a failure or when the call is dropped.
     pub(crate) fn admit(&self) -> Result<(), ApiError> {
         let inner = &self.gateway.inner;
-        let trial_usage = self.trial.state.lock().expect("trial lock").usage;
-        let reason = match self.trial.caps.reached(&trial_usage) {
-            Some(reason) => Some(format!("trial `{}` {reason}", self.trial.id)),
-            None => {
-                let run_usage = *inner.run.lock().expect("run lock");
-                inner
+        let reason = {
+            let mut state = self.trial.state.lock().expect("trial lock");
+            let mut run = inner.run.lock().expect("run lock");
+            let reason = match self.trial.caps.refusal(&state.usage, &state.in_flight) {
+                Some(reason) => Some(format!("trial `{}` {reason}", self.trial.id)),
+                None => inner
                     .run_caps
-                    .reached(&run_usage)
-                    .map(|reason| format!("run {reason}"))
+                    .refusal(&run.usage, &run.in_flight)
+                    .map(|reason| format!("run {reason}")),
+            };
+            match reason {
+                None => {
+                    state.in_flight.add(&self.bound);
+                    run.in_flight.add(&self.bound);
+                    self.reserved.store(true, Ordering::SeqCst);
+                }
+                Some(_) => state.usage.budget_exceeded = true,
             }
+            reason
         };
         match reason {
             None => Ok(()),
-            Some(reason) => {
-                self.trial
-                    .state
-                    .lock()
-                    .expect("trial lock")
-                    .usage
-                    .budget_exceeded = true;
-                Err(self.fail(ApiError::new(
-                    self.dialect,
-                    ErrorKind::BudgetExceeded,
-                    format!("budget exceeded: {reason}; hevo refuses further model calls"),
-                )))
-            }
+            Some(reason) => Err(self.fail(ApiError::new(
+                self.dialect,
+                ErrorKind::BudgetExceeded,
+                format!("budget exceeded: {reason}; hevo refuses further model calls"),
+            ))),
         }
     }
 
     /// Prices an answered call by `usage`, adds it to the trial's and run's totals and writes
     /// its ledger row.
-    pub(crate) fn record_ok(&self, usage: Usage, cache_hit: bool, retries: u32) {
+    pub(crate) fn record_ok(&self, usage: Usage, cache_hit: bool, retries: &Retries) {
         let inner = &self.gateway.inner;
         let cost = inner
             .prices
@@ -275,16 +370,18 @@ impl Call {
         record.output_tokens = usage.output_tokens;
         record.cost_usd = cost;
         record.cache_hit = cache_hit;
-        record.retries = retries;
-        let run_exceeded = {
-            let mut run = inner.run.lock().expect("run lock");
-            run.add(&record);
-            inner.run_caps.exceeded(&run)
-        };
+        record.retries = retries.count;
+        record.upstream_error = retries.last_error.clone();
         {
             let mut state = self.trial.state.lock().expect("trial lock");
+            let mut run = inner.run.lock().expect("run lock");
+            if self.reserved.swap(false, Ordering::SeqCst) {
+                state.in_flight.remove(&self.bound);
+                run.in_flight.remove(&self.bound);
+            }
+            run.usage.add(&record);
             state.usage.add(&record);
-            if run_exceeded || self.trial.caps.exceeded(&state.usage) {
+            if inner.run_caps.exceeded(&run.usage) || self.trial.caps.exceeded(&state.usage) {
                 state.usage.budget_exceeded = true;
             }
         }
@@ -313,20 +410,13 @@ impl Call {
             _ => None,
         };
         let (response, cache_hit, retries) = match cached {
-            Some(response) => (response, true, 0),
+            Some(response) => (response, true, Retries::default()),
             None => match route.backend.complete(request, deltas).await {
                 Ok(completion) => (completion.response, false, completion.retries),
-                Err(err) => {
-                    let kind = if err.is_infra() {
-                        ErrorKind::Backend
-                    } else {
-                        ErrorKind::InvalidRequest
-                    };
-                    return Err(self.fail(ApiError::new(self.dialect, kind, err.to_string())));
-                }
+                Err(err) => return Err(self.fail_backend(&err)),
             },
         };
-        self.record_ok(response.usage, cache_hit, retries);
+        self.record_ok(response.usage, cache_hit, &retries);
         if let (Some(cache), Some(key), false) = (&inner.cache, &cache_key, cache_hit) {
             if let Err(err) = cache.put(key, &response) {
                 tracing::warn!(%err, "response cache write failed");
@@ -337,18 +427,17 @@ impl Call {
 
     /// Appends one line to the trial's trace.
     pub(crate) fn trace(&self, kind: &str, status: Option<u16>, body: &Value) {
-        let mut line = json!({
-            "seq": self.seq,
-            "ts_ms": now_ms(),
-            "type": kind,
-            "api": self.dialect.as_str(),
-            "endpoint": self.api.as_str(),
-        });
-        if let Some(status) = status {
-            line["status"] = json!(status);
-        }
-        line["body"] = body.clone();
-        self.trial.write_trace(&line);
+        let line = super::TraceLine {
+            seq: self.seq,
+            ts_ms: now_ms(),
+            kind,
+            api: self.dialect.as_str(),
+            endpoint: self.api.as_str(),
+            status,
+            body,
+        };
+        self.trial
+            .write_trace(&line, &self.gateway.inner.trace_budget);
     }
 }
 

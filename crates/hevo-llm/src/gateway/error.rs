@@ -24,6 +24,15 @@ impl Dialect {
         }
     }
 
+    /// The dialect of a request to `path` (Anthropic's routes start with `/v1/messages`).
+    pub(crate) fn of_path(path: &str) -> Self {
+        if path.starts_with("/v1/messages") {
+            Dialect::Anthropic
+        } else {
+            Dialect::OpenAi
+        }
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Dialect::OpenAi => "openai",

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use super::sse::{parse_event, EventSplitter};
 use super::usage::UsageWatch;
-use super::{ApiError, Call, ErrorKind};
-use crate::backend::{Api, RawBody, RawRequest};
+use super::Call;
+use crate::backend::{Api, RawBody, RawRequest, Retries};
 use crate::ledger::CallStatus;
 
 /// The protocol headers passed on to the upstream.
@@ -65,16 +65,7 @@ pub(crate) async fn forward(
     };
     let reply = match call.backend().forward(request).await {
         Ok(reply) => reply,
-        Err(err) => {
-            let kind = if err.is_infra() {
-                ErrorKind::Backend
-            } else {
-                ErrorKind::InvalidRequest
-            };
-            return call
-                .fail(ApiError::new(call.dialect(), kind, err.to_string()))
-                .into_response();
-        }
+        Err(err) => return call.fail_backend(&err).into_response(),
     };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = reply.content_type.clone();
@@ -85,15 +76,16 @@ pub(crate) async fn forward(
             if status.is_success() {
                 let mut watch = UsageWatch::default();
                 watch.observe(&value);
-                call.record_ok(watch.usage(api), false, reply.retries);
+                call.record_ok(watch.usage(api), false, &reply.retries);
             } else {
-                call.record_failure(
+                call.record_failure_after(
                     CallStatus::BadRequest,
                     &format!(
                         "upstream answered HTTP {}: {}",
                         status.as_u16(),
                         error_text(&value)
                     ),
+                    &reply.retries,
                 );
             }
             call.trace("response", Some(status.as_u16()), &value);
@@ -125,7 +117,7 @@ async fn relay(
     mut upstream: futures::stream::BoxStream<'static, Result<Bytes, crate::BackendError>>,
     tx: tokio::sync::mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
     hide_usage_chunk: bool,
-    retries: u32,
+    retries: Retries,
 ) {
     let api = call.api();
     let mut splitter = EventSplitter::default();
@@ -178,13 +170,15 @@ async fn relay(
         handle(rest, &mut traced);
     }
     match failure {
-        None => call.record_ok(watch.usage(api), false, retries),
+        None => call.record_ok(watch.usage(api), false, &retries),
         Some(err) => {
             let _ = tx.send(Err(std::io::Error::other(err.clone())));
-            call.record_failure(
-                CallStatus::BackendError,
-                &format!("the upstream stream broke off: {err}"),
-            );
+            let broke = format!("the upstream stream broke off: {err}");
+            let retries = Retries {
+                count: retries.count,
+                last_error: Some(broke.clone()),
+            };
+            call.record_failure_after(CallStatus::BackendError, &broke, &retries);
         }
     }
     let mut summary = json!({

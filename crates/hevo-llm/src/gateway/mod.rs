@@ -1,10 +1,12 @@
 //! The gateway: an OpenAI- and Anthropic-compatible HTTP server on loopback through which every
 //! model call of a run passes.
 //!
-//! Each trial gets its own key ([`Gateway::open_trial`]); a call is attributed by its key,
-//! checked against the trial's and the run's caps, answered from the response cache or a
-//! backend, priced, written to the trial's trace and handed to the [`LedgerSink`]. Closing a
-//! trial expires its key and returns its totals.
+//! Each trial gets its own key ([`Gateway::open_trial`]); a call waits for a slot and for
+//! its body's bytes (`limits`), is attributed by its key, reserves its maximum cost against
+//! the trial's and the run's caps (`call`), is answered from the response cache or a
+//! backend, priced, written to the trial's capped trace (`trace`) and handed to the
+//! [`LedgerSink`]. A sandboxed trial's key is bound to its sandbox's socket (`bound`).
+//! Closing a trial expires its key and returns its totals.
 //!
 //! Routes ([`SERVED`]): OpenAI's chat completions, Responses, embeddings and models;
 //! Anthropic's messages and token counting; `HEAD /` and `GET /`. Any other path gets a 404
@@ -18,20 +20,21 @@
 //! model) answers 400 saying what it cannot carry. See docs/models.md.
 
 mod anthropic_api;
+mod bound;
 mod call;
 mod error;
 mod forward;
+mod limits;
 mod listen;
 mod misc;
 mod openai_api;
 mod responses_api;
 mod sse;
+mod trace;
 mod translate;
 mod usage;
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -50,12 +53,15 @@ use tokio::task::JoinHandle;
 use crate::backend::Backend;
 use crate::cache::ResponseCache;
 use crate::error::LlmError;
-use crate::ledger::{Caps, LedgerSink, TrialLabels, TrialUsage};
+use crate::ledger::{Caps, InFlight, LedgerSink, Scope, TrialLabels, TrialUsage};
 use crate::price::PriceTable;
 #[cfg(doc)]
 use crate::types::ChatRequest;
+pub use bound::BoundSocket;
 pub(crate) use call::{Call, Refusal};
 pub(crate) use error::{ApiError, Dialect, ErrorKind};
+use limits::Budget;
+use trace::{RunTraceBudget, TraceFile, TraceLine};
 
 /// Translates a request body of `api` into the provider-neutral [`ChatRequest`] the
 /// gateway answers from a non-forwarding backend, with the checks its handlers make before
@@ -129,7 +135,8 @@ pub struct GatewayConfig {
     pub default_model: Option<String>,
     /// Prices; every routed upstream model must be priced or free.
     pub prices: PriceTable,
-    /// Caps on the whole run (every trial together).
+    /// Caps on the whole run (every trial together); its `max_concurrent`,
+    /// `max_bytes_in_flight` and `max_trace_bytes` bound the whole gateway.
     pub run_caps: Caps,
     /// Directory of the shared response cache; `None` disables caching.
     pub cache_dir: Option<PathBuf>,
@@ -172,21 +179,19 @@ struct Trial {
     labels: TrialLabels,
     caps: Caps,
     state: Mutex<TrialState>,
-    trace: Mutex<Option<BufWriter<File>>>,
+    trace: Mutex<Option<TraceFile>>,
+    budget: Budget,
+    /// Bound to its sandbox's socket ([`Gateway::serve_bound`]): refused over TCP.
+    bound: std::sync::atomic::AtomicBool,
 }
 
 impl Trial {
-    /// Appends one JSON line to the trial's trace (a closed trial's trace is gone).
-    fn write_trace(&self, line: &Value) {
+    /// Appends one JSON line to the trial's trace, within the trial's and the run's trace
+    /// caps (a closed trial's trace is gone).
+    fn write_trace(&self, line: &TraceLine<'_>, run: &RunTraceBudget) {
         let mut guard = self.trace.lock().expect("trace lock");
-        if let Some(writer) = guard.as_mut() {
-            let mut bytes = serde_json::to_vec(line).expect("trace line serializes");
-            bytes.push(b'\n');
-            if writer
-                .write_all(&bytes)
-                .and_then(|()| writer.flush())
-                .is_err()
-            {
+        if let Some(trace) = guard.as_mut() {
+            if trace.write(line, run).is_err() {
                 tracing::warn!(trial = %self.id, "trace write failed");
             }
         }
@@ -196,7 +201,15 @@ impl Trial {
 #[derive(Default)]
 struct TrialState {
     usage: TrialUsage,
+    in_flight: InFlight,
     next_seq: u64,
+}
+
+/// The run's answered calls and its calls in flight.
+#[derive(Default)]
+struct RunState {
+    usage: TrialUsage,
+    in_flight: InFlight,
 }
 
 struct Inner {
@@ -209,7 +222,9 @@ struct Inner {
     max_body_bytes: usize,
     sink: Arc<dyn LedgerSink>,
     trials: RwLock<HashMap<String, Arc<Trial>>>,
-    run: Mutex<TrialUsage>,
+    run: Mutex<RunState>,
+    budget: Budget,
+    trace_budget: RunTraceBudget,
     secret_vars: Vec<String>,
 }
 
@@ -289,7 +304,7 @@ impl Gateway {
             backends.iter().flat_map(|b| b.secret_env_vars()).collect();
         secret_vars.sort();
         secret_vars.dedup();
-        Ok(Self {
+        let gateway = Self {
             inner: Arc::new(Inner {
                 routes,
                 route_names,
@@ -300,10 +315,17 @@ impl Gateway {
                 max_body_bytes: config.max_body_bytes,
                 sink,
                 trials: RwLock::new(HashMap::new()),
-                run: Mutex::new(TrialUsage::default()),
+                run: Mutex::new(RunState::default()),
+                budget: Budget::new(
+                    config.run_caps.concurrency(Scope::Run),
+                    config.run_caps.bytes_in_flight(Scope::Run),
+                ),
+                trace_budget: RunTraceBudget::new(config.run_caps.trace_bytes(Scope::Run)),
                 secret_vars,
             }),
-        })
+        };
+        gateway.register();
+        Ok(gateway)
     }
 
     /// Builds the gateway and serves it on `127.0.0.1` at a free port. Must be called inside
@@ -380,6 +402,10 @@ impl Gateway {
             .route("/", head(misc::root).get(misc::root))
             .fallback(misc::not_served)
             .layer(DefaultBodyLimit::max(self.inner.max_body_bytes))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                limits::hold,
+            ))
             .with_state(self.clone())
     }
 
@@ -424,7 +450,12 @@ impl Gateway {
             labels,
             caps,
             state: Mutex::new(TrialState::default()),
-            trace: Mutex::new(Some(BufWriter::new(file))),
+            trace: Mutex::new(Some(TraceFile::new(file, caps.trace_bytes(Scope::Trial)))),
+            budget: Budget::new(
+                caps.concurrency(Scope::Trial),
+                caps.bytes_in_flight(Scope::Trial),
+            ),
+            bound: std::sync::atomic::AtomicBool::new(false),
         });
         self.inner
             .trials
@@ -463,7 +494,22 @@ impl Gateway {
 
     /// Totals of every call of the run so far.
     pub fn run_usage(&self) -> TrialUsage {
-        *self.inner.run.lock().expect("run lock")
+        self.inner.run.lock().expect("run lock").usage
+    }
+
+    /// What the run's calls in flight have reserved against the run's caps.
+    pub fn run_in_flight(&self) -> InFlight {
+        self.inner.run.lock().expect("run lock").in_flight
+    }
+
+    /// The open trial `key` belongs to.
+    fn trial_of(&self, key: &str) -> Option<Arc<Trial>> {
+        self.inner
+            .trials
+            .read()
+            .expect("trials lock")
+            .get(key)
+            .cloned()
     }
 
     /// The run's caps.

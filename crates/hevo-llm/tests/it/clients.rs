@@ -40,6 +40,22 @@ impl Through {
     /// Routes `gpt-test` and `embed-test` to the `openai` backend and `claude-test` to the
     /// `anthropic` backend (the default for unknown names), all on the scripted upstream.
     pub async fn start(target_name: &str) -> Self {
+        Self::start_capped(
+            target_name,
+            Caps::UNLIMITED,
+            Caps::UNLIMITED,
+            ModelPrice::paid(1.0, 0.25, 4.0),
+        )
+        .await
+    }
+
+    /// [`Through::start`] with the trial's and the run's caps and the upstream models' price.
+    pub async fn start_capped(
+        target_name: &str,
+        trial_caps: Caps,
+        run_caps: Caps,
+        price: ModelPrice,
+    ) -> Self {
         // not under /tmp: Codex refuses to set up its sandbox helper in a temporary dir
         let dir = agent_scratch();
         let work = dir.path().join("work");
@@ -68,7 +84,6 @@ impl Through {
             ))
             .unwrap(),
         );
-        let price = ModelPrice::paid(1.0, 0.25, 4.0);
         let prices = PriceTable::empty()
             .with_overrides(["gpt-up", "claude-up", "embed-up"].map(|m| (m.to_owned(), price)))
             .unwrap();
@@ -81,6 +96,7 @@ impl Through {
             prices,
         );
         config.default_model = Some("claude-test".into());
+        config.run_caps = run_caps;
         let sink = Arc::new(MemorySink::new());
         let gateway = Gateway::start(config, vec![openai, anthropic], sink.clone()).unwrap();
         let labels = TrialLabels {
@@ -88,12 +104,7 @@ impl Through {
             task_id: Some("task-3".into()),
         };
         let key = gateway
-            .open_labeled_trial(
-                "trial-1",
-                labels,
-                &dir.path().join("trace"),
-                Caps::UNLIMITED,
-            )
+            .open_labeled_trial("trial-1", labels, &dir.path().join("trace"), trial_caps)
             .unwrap();
         Self {
             dir,

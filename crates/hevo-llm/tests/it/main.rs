@@ -5,6 +5,9 @@
 //!   401, 429 caps, streaming, cached tokens, the response cache, traces, retries, keys.
 //! - `anthropic`: the `/v1/messages` dialect and the `anthropic` backend.
 //! - `local_model`: the gateway in front of the embedded GGUF model (needs `hevo model pull`).
+//! - `caps`: caps held under concurrency with the official SDKs, concurrency and
+//!   bytes-in-flight limits, peak memory under large requests, retries and errors in the
+//!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
@@ -12,6 +15,7 @@
 
 mod agent_clis;
 mod anthropic;
+mod caps;
 mod clients;
 mod common;
 mod dialects;

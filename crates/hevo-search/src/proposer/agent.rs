@@ -71,7 +71,8 @@ pub enum AgentOutcome {
     Cancelled(CancelReason),
 }
 
-/// Runs the agent once and saves its transcript.
+/// Runs the agent once as the proposer (in the archive, writing only `pending/`) and saves
+/// its transcript.
 pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Result<AgentOutcome> {
     std::fs::create_dir_all(&call.transcript_dir)?;
     let prompt = &call.prompt;

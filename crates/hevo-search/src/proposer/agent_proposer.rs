@@ -35,6 +35,10 @@ impl Proposer for AgentProposer {
         false
     }
 
+    fn agent(&self) -> Option<&AgentProposer> {
+        Some(self)
+    }
+
     fn propose(&mut self, ctx: &ProposeContext<'_>) -> Result<(), ProposeError> {
         let call = AgentCall {
             command: self.command.clone(),

@@ -48,6 +48,11 @@ pub trait Proposer {
     fn deterministic(&self) -> bool;
     /// Writes up to `ctx.k` candidates into `ctx.archive.pending_dir()`.
     fn propose(&mut self, ctx: &ProposeContext<'_>) -> Result<(), ProposeError>;
+    /// The coding agent behind this proposer, if it is one: HarnessPro's epoch loop asks it
+    /// to diagnose trajectories and to implement plans in git worktrees.
+    fn agent(&self) -> Option<&AgentProposer> {
+        None
+    }
 }
 
 /// Why a proposer wrote nothing (or not everything).

@@ -272,7 +272,7 @@ impl<'m> Engine<'m> {
         };
         Ok(Completion {
             response,
-            retries: 0,
+            retries: crate::backend::Retries::default(),
             timing: Some(GenerationTiming {
                 prompt_tokens_evaluated: (tokens.len() - common) as u64,
                 prompt_ms,
