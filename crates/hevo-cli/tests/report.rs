@@ -236,7 +236,13 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
     let mut expected: Vec<(f64, usize, String)> = archive_names(run)
         .into_iter()
         .enumerate()
-        .map(|(i, name)| (record["estimates"][&name]["value"].as_f64().unwrap(), i, name))
+        .map(|(i, name)| {
+            (
+                record["estimates"][&name]["value"].as_f64().unwrap(),
+                i,
+                name,
+            )
+        })
         .collect();
     expected.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let expected: Vec<&str> = expected.iter().map(|e| e.2.as_str()).collect();
@@ -396,7 +402,10 @@ fn json_views_agree_with_the_store() {
         )
         .unwrap();
     assert_eq!(show["trials"], mine);
-    assert_eq!(show["estimate"]["value"], record["estimates"][pick]["value"]);
+    assert_eq!(
+        show["estimate"]["value"],
+        record["estimates"][pick]["value"]
+    );
     assert!(show["diff"]
         .as_str()
         .unwrap()
