@@ -23,12 +23,13 @@ use serde_json::{json, Value};
 use crate::clients::{python_with_sdks, run, Through};
 use crate::common::{body, Setup, TestContext};
 
-/// Runs `py/concurrent.py`: `calls` concurrent calls with `sdk` over `keys`.
+/// Runs `py/sdk_burst.py`: `calls` concurrent calls with `sdk` over `keys`. (Not named
+/// `concurrent.py`: beside the SDK scripts that name shadows Python's `concurrent` package.)
 fn fire(t: &Through, sdk: &str, calls: usize, keys: &[String]) -> Option<Value> {
     let python = python_with_sdks()?;
     let mut command = Command::new(python);
     command.arg(format!(
-        "{}/tests/it/py/concurrent.py",
+        "{}/tests/it/py/sdk_burst.py",
         env!("CARGO_MANIFEST_DIR")
     ));
     let mut env = t.env();
@@ -38,12 +39,12 @@ fn fire(t: &Through, sdk: &str, calls: usize, keys: &[String]) -> Option<Value> 
         ("HEVO_TEST_KEYS".to_owned(), keys.join(",")),
     ]);
     let (ok, output) = tokio::task::block_in_place(|| run(command, &env, &t.work()));
-    assert!(ok, "concurrent.py failed:\n{output}");
+    assert!(ok, "sdk_burst.py failed:\n{output}");
     let line = output
         .lines()
         .rev()
         .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("concurrent.py printed no JSON:\n{output}"));
+        .unwrap_or_else(|| panic!("sdk_burst.py printed no JSON:\n{output}"));
     Some(serde_json::from_str(line).unwrap())
 }
 
