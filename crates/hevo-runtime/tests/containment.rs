@@ -729,9 +729,14 @@ fn steal_keys(launcher: impl FnOnce(&Path) -> Option<Arc<dyn Launcher>>) -> Opti
 #[test]
 fn a_stolen_sibling_key_is_refused_inside_the_sandbox_and_over_tcp_and_billed_to_no_one() {
     // Unsandboxed, keys are bearer keys: the stolen key works and bills the sibling.
-    let (got, _, usages, _) = steal_keys(|_| Some(Arc::new(LocalLauncher))).unwrap();
+    let (got, over_tcp, usages, _) = steal_keys(|_| Some(Arc::new(LocalLauncher))).unwrap();
     assert_eq!(got, vec!["200|200".to_owned(), "200|200".to_owned()]);
-    assert_eq!(usages.iter().map(|u| u.calls).sum::<u64>(), 4);
+    assert!(
+        over_tcp.iter().all(|r| r.starts_with("HTTP/1.1 200")),
+        "{over_tcp:#?}"
+    );
+    // Per trial: its own call, the sibling's stolen call, the host's TCP call with its key.
+    assert_eq!(usages.iter().map(|u| u.calls).sum::<u64>(), 6);
     // Sandboxed, each key is bound to its trial's socket.
     let sandboxed = steal_keys(|drop_dir| {
         sandbox()?;
