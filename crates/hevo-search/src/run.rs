@@ -626,6 +626,7 @@ pub fn run_search(
         if !new_ids.is_empty() {
             log(&iteration_line(
                 it,
+                iterations,
                 config,
                 new_ids.len(),
                 &oracle.effort,
@@ -1171,16 +1172,17 @@ fn write_frontier(
 
 /// The progress line at the start of iteration `it`: what it evaluates, the validation
 /// trials done so far (of the `max_evaluations` budget, if set), tokens and dollars so far,
-/// the elapsed time and an ETA of the search from the iterations before it.
+/// the elapsed time and an ETA of the search from the iterations before it (`iterations`:
+/// the search's iterations, or HarnessPro's epochs).
 fn iteration_line(
     it: u32,
+    iterations: u32,
     config: &RunConfig,
     candidates: usize,
     effort: &HashMap<usize, Effort>,
     elapsed_s: f64,
     loop_s: f64,
 ) -> String {
-    let iterations = config.search.iterations;
     let done: u64 = effort.values().map(|e| e.trials).sum();
     let mut spend = Spend::default();
     for e in effort.values() {
