@@ -313,6 +313,12 @@ async fn calls_in_flight_are_limited_per_trial_and_per_gateway() {
 
 /// Set in the child process of the memory test: the upstream's URL.
 const CHILD_VAR: &str = "HEVO_TEST_GATEWAY_CHILD";
+/// What starts each line the child reports on: libtest may have written `test NAME ... `
+/// on the same line before the test body ran, so the parent looks for this, not for `{`.
+const REPORT: &str = "gateway-child: ";
+/// How long the parent waits for the child's next report before killing it (a hang guard:
+/// the test fails with "the child ended" instead of holding CI until its time runs out).
+const CHILD_SILENCE: Duration = Duration::from_secs(600);
 
 /// The peak resident set (`VmHWM`) of this process, in KiB.
 fn peak_rss_kib() -> u64 {
@@ -345,13 +351,13 @@ fn gateway_child(upstream: &str) -> ! {
         })
         .collect();
     println!(
-        "{}",
+        "{REPORT}{}",
         json!({"base": gateway.openai_base_url(), "keys": keys, "start_kib": peak_rss_kib()})
     );
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).unwrap();
     println!(
-        "{}",
+        "{REPORT}{}",
         json!({"peak_kib": peak_rss_kib(), "run": gateway.run_usage()})
     );
     std::process::exit(0)
@@ -369,6 +375,7 @@ fn gateway_memory_stays_bounded_under_40_concurrent_30_mb_requests() {
             "caps::gateway_memory_stays_bounded_under_40_concurrent_30_mb_requests",
             "--exact",
             "--nocapture",
+            "--quiet",
             "--test-threads=1",
         ])
         .env(CHILD_VAR, &upstream)
@@ -377,11 +384,27 @@ fn gateway_memory_stays_bounded_under_40_concurrent_30_mb_requests() {
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (heard, silence) = std::sync::mpsc::channel::<()>();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        loop {
+            match silence.recv_timeout(CHILD_SILENCE) {
+                Ok(()) => continue,
+                // the test is over and has reaped the child: its pid may belong to another
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                    return;
+                }
+            }
+        }
+    });
     let mut json_line = || loop {
         let mut line = String::new();
         assert!(stdout.read_line(&mut line).unwrap() > 0, "the child ended");
-        if line.starts_with('{') {
-            return serde_json::from_str::<Value>(&line).unwrap();
+        let _ = heard.send(());
+        if let Some(at) = line.find(REPORT) {
+            return serde_json::from_str::<Value>(&line[at + REPORT.len()..]).unwrap();
         }
     };
     let ready = json_line();
