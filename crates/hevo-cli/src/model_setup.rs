@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use hevo_llm::model_file::{self, PullOutcome};
 use hevo_llm::{BackendKind, GatewayHandle, Listen, ModelLayerConfig};
 use hevo_runtime::model_access::ModelEnv;
-use hevo_runtime::model_access::{GatewayAccess, ModelAccess, SqliteSink, Ticket};
+use hevo_runtime::model_access::{GatewayAccess, KeySecret, ModelAccess, SqliteSink, Ticket};
 use hevo_search::config::RunConfig;
 
 use hevo_runtime::spend::Spend;
@@ -96,16 +96,56 @@ impl ModelLayer {
             SqliteSink::open(&run_dir.join("hevo.db"))
                 .map_err(|e| CliError::Internal(anyhow!(e)))?,
         );
+        // Jobs on a cluster outlive a restarted hevo and keep the URL and key they were given:
+        // their keys are derived from the run's secret, and a free port chosen by the kernel
+        // is chosen again (when it is still free) from `gateway.port`.
+        let secret = remote
+            .then(|| KeySecret::load_or_create(run_dir))
+            .transpose()
+            .map_err(|e| CliError::User(anyhow!("{e}")))?;
+        let port_file = run_dir.join("gateway.port");
+        let mut listen = listen.clone();
+        let previous = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<u16>().ok());
+        let reused = match (remote, listen.bind.port(), previous) {
+            (true, 0, Some(port)) => {
+                listen.bind.set_port(port);
+                true
+            }
+            _ => false,
+        };
         // The gateway serves on the process runtime, beside the trials it answers.
-        let handle = hevo_runtime::rt::block_on(async {
-            hevo_llm::Gateway::new(gateway_config, backends, sink)?.serve_on(listen)
+        let gateway = hevo_runtime::rt::block_on(async {
+            hevo_llm::Gateway::new(gateway_config, backends, sink)
         })
+        .map_err(|e| CliError::User(anyhow!("[model]: {e}")))?;
+        let serve = |listen: &Listen| {
+            let gateway = gateway.clone();
+            hevo_runtime::rt::block_on(async { gateway.serve_on(listen) })
+        };
+        let handle = match serve(&listen) {
+            Err(e) if reused => {
+                log(&format!(
+                    "the gateway's port from before ({}) is taken ({e}); jobs still running \
+                     from before cannot reach the new one",
+                    listen.bind.port()
+                ));
+                listen.bind.set_port(0);
+                serve(&listen)
+            }
+            other => other,
+        }
         .map_err(|e| {
             CliError::User(anyhow!(
                 "cannot start the model gateway on {} (`[gateway] bind` in hevo.toml): {e}",
                 listen.bind
             ))
         })?;
+        if remote {
+            std::fs::write(&port_file, format!("{}\n", handle.addr().port()))
+                .map_err(|e| CliError::Internal(e.into()))?;
+        }
         let local = handle.local_base_urls();
         let urls = if remote {
             (handle.openai_base_url(), handle.anthropic_base_url())
@@ -123,16 +163,21 @@ impl ModelLayer {
                 urls.1
             );
         }
-        let key_access = |(openai, anthropic): (String, String)| -> Arc<dyn ModelAccess> {
-            Arc::new(GatewayAccess::new(
+        let key_access = |(openai, anthropic): (String, String)| {
+            GatewayAccess::new(
                 handle.gateway().clone(),
                 openai,
                 anthropic,
                 layer.caps.trial,
-            ))
+            )
         };
-        let access = key_access(urls);
-        let local_access = key_access(local);
+        let mut access = key_access(urls);
+        if let Some(secret) = secret {
+            access = access.with_key_secret(secret);
+        }
+        let access: Arc<dyn ModelAccess> = Arc::new(access);
+        // the proposer runs here and dies with hevo: random keys
+        let local_access: Arc<dyn ModelAccess> = Arc::new(key_access(local));
         Ok(ModelLayer {
             handle: Some(handle),
             access: Some(access),

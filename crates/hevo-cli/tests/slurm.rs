@@ -634,3 +634,91 @@ fn slurm_jobs_call_the_model_through_the_gateway_on_the_advertised_address() {
     assert_eq!(passed, trials);
     assert!(calls >= trials, "{calls} calls for {trials} trials");
 }
+
+/// A harness that logs its trial id, sleeps (hevo is killed and restarted meanwhile), then
+/// calls the model with the real OpenAI SDK and answers the reply.
+const LATE_CALLER: &str = r#"
+import json, os, sys, time
+from openai import OpenAI
+task = json.loads(sys.stdin.readline())
+with open(START_LOG, "a") as f:
+    f.write(os.environ["HEVO_TRIAL_ID"] + "\n")
+time.sleep(8)
+r = OpenAI().chat.completions.create(model="m", messages=[{"role": "user", "content": task}])
+print(json.dumps(r.choices[0].message.content))
+"#;
+
+#[test]
+fn a_job_reattached_after_a_restart_keeps_its_model_access() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new("python3")
+        .args(["-c", ECHO_UPSTREAM])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _upstream = Upstream(child);
+    let port: u16 = line.trim().parse().unwrap();
+    let log = tmp.path().join("starts.log");
+    // The gateway at its default, a free loopback port: the restarted hevo must take the
+    // same port again, and the jobs' keys must be valid in the new gateway.
+    let setup = Setup {
+        entry: "[\"python3\", \"h.py\"]".into(),
+        model: format!(
+            "[model]\ndefault_model = \"m\"\n\
+             [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
+             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
+             [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
+             [model.prices.\"up\"]\nfree = true\n"
+        ),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "", 3, &setup);
+    std::fs::write(
+        dir.join("seed/h.py"),
+        LATE_CALLER.replace("START_LOG", &format!("{:?}", log.display().to_string())),
+    )
+    .unwrap();
+    std::env::set_var("HEVO_TEST_SCRIPTED_KEY", "upstream-secret");
+    kill_hevo_mid_run(&dir, tmp.path(), &log, 2);
+    let port_before = std::fs::read_to_string(dir.join("runs/search/gateway.port")).unwrap();
+    let waiting = our_jobs(tmp.path());
+    assert!(!waiting.is_empty());
+    let out = run(&dir, tmp.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("is taken"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("runs/search/gateway.port")).unwrap(),
+        port_before
+    );
+    assert_no_trial_ran_twice(&log);
+    // Every trial passed on the model's answer, the re-attached ones included (their calls
+    // came after the restart, with the keys the killed hevo gave them), and each trial's
+    // call is in the ledger.
+    let conn = db(&dir);
+    let (trials, passed, calls): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM trials), \
+                    (SELECT COUNT(*) FROM trials WHERE status = 'pass'), \
+                    (SELECT COUNT(DISTINCT trial_key) FROM model_calls \
+                     WHERE task_id IS NOT NULL AND status = 'ok')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert!(trials >= 6, "{trials}");
+    assert_eq!(passed, trials, "{stderr}");
+    assert!(
+        calls >= trials,
+        "{calls} trials with calls of {trials} trials"
+    );
+}

@@ -41,6 +41,9 @@ pub enum LlmError {
     /// A key to bind is not an open trial's.
     #[error("the key is not an open trial's key")]
     UnknownKey,
+    /// [`crate::Gateway::open_keyed_trial`] was given a key that is already open.
+    #[error("the key is already an open trial's key")]
+    KeyInUse,
     /// Binding the loopback listener failed.
     #[error("cannot bind the gateway on 127.0.0.1")]
     Bind(#[source] std::io::Error),

@@ -76,6 +76,80 @@ impl std::fmt::Debug for dyn ModelAccess {
     }
 }
 
+/// A run's secret for trial keys that survive a restart of hevo (jobs on a cluster outlive
+/// it): a trial's key is `hevo-` and the first 48 hex digits of
+/// SHA-256(secret ‖ SHA-256(trial id ‖ 0 ‖ trace dir)), the same for the same trial of the
+/// same run in the old hevo and the new one, and unguessable without the secret. Both inputs
+/// have a fixed length, so SHA-256's length extension cannot make one key from another.
+///
+/// Kept in `<run dir>/gateway.secret` (mode 0600). Local trials never need it (a restarted
+/// hevo starts them again); on Slurm a job can read its own key in its spool anyway, so the
+/// file adds nothing the cluster's container wrapper does not already have to keep from jobs.
+#[derive(Clone)]
+pub struct KeySecret([u8; 32]);
+
+impl KeySecret {
+    /// The file name under the run directory.
+    pub const FILE: &'static str = "gateway.secret";
+
+    /// Reads the run's secret, creating it (32 bytes from the OS) on first use.
+    ///
+    /// # Errors
+    /// The file cannot be read or created, or it is not 32 bytes (named, with the fix).
+    pub fn load_or_create(run_dir: &Path) -> Result<KeySecret, String> {
+        use std::io::{Read, Write};
+        let path = run_dir.join(Self::FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let secret: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
+                    format!(
+                        "{}: {} bytes, expected 32; delete it (jobs still running from before \
+                         then lose model access)",
+                        path.display(),
+                        b.len()
+                    )
+                })?;
+                Ok(KeySecret(secret))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut secret = [0u8; 32];
+                std::fs::File::open("/dev/urandom")
+                    .and_then(|mut f| f.read_exact(&mut secret))
+                    .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+                let tmp = run_dir.join(format!("{}.tmp", Self::FILE));
+                let write = || -> std::io::Result<()> {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o600)
+                        .open(&tmp)?;
+                    f.write_all(&secret)?;
+                    f.sync_all()?;
+                    std::fs::rename(&tmp, &path)
+                };
+                write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                Ok(KeySecret(secret))
+            }
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// The key of trial `trial_id` traced under `trace_dir`.
+    pub fn key(&self, trial_id: &str, trace_dir: &Path) -> String {
+        use sha2::{Digest, Sha256};
+        let mut inner = Sha256::new();
+        inner.update(trial_id.as_bytes());
+        inner.update([0u8]);
+        inner.update(trace_dir.as_os_str().as_encoded_bytes());
+        let mut outer = Sha256::new();
+        outer.update(self.0);
+        outer.update(inner.finalize());
+        format!("hevo-{}", &hex::encode(outer.finalize())[..48])
+    }
+}
+
 /// [`ModelAccess`] over a running gateway.
 #[derive(Clone)]
 pub struct GatewayAccess {
@@ -83,6 +157,7 @@ pub struct GatewayAccess {
     openai_base_url: String,
     anthropic_base_url: String,
     trial_caps: Caps,
+    secret: Option<KeySecret>,
 }
 
 impl GatewayAccess {
@@ -98,16 +173,33 @@ impl GatewayAccess {
             openai_base_url,
             anthropic_base_url,
             trial_caps,
+            secret: None,
         }
+    }
+
+    /// Trials get keys derived from `secret` instead of random ones, so a job that outlives
+    /// a restarted hevo keeps its model access.
+    pub fn with_key_secret(mut self, secret: KeySecret) -> Self {
+        self.secret = Some(secret);
+        self
     }
 }
 
 impl ModelAccess for GatewayAccess {
     fn open(&self, trial_id: &str, trace_dir: &Path) -> Result<(ModelEnv, Ticket), String> {
-        let key = self
-            .gateway
-            .open_trial(trial_id, trace_dir, self.trial_caps)
-            .map_err(|e| e.to_string())?;
+        let key = match &self.secret {
+            Some(secret) => self.gateway.open_keyed_trial(
+                trial_id,
+                Default::default(),
+                trace_dir,
+                self.trial_caps,
+                secret.key(trial_id, trace_dir),
+            ),
+            None => self
+                .gateway
+                .open_trial(trial_id, trace_dir, self.trial_caps),
+        }
+        .map_err(|e| e.to_string())?;
         let env = ModelEnv {
             openai_base_url: self.openai_base_url.clone(),
             openai_api_key: key.as_str().to_string(),
@@ -232,6 +324,34 @@ impl TrialRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_keys_are_stable_per_trial_and_differ_between_trials_and_runs() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let first = KeySecret::load_or_create(a.path()).unwrap();
+        let again = KeySecret::load_or_create(a.path()).unwrap();
+        let other_run = KeySecret::load_or_create(b.path()).unwrap();
+        let dir = Path::new("/runs/r/traces/c1/0/t");
+        let key = first.key("run/c1/0/t", dir);
+        assert_eq!(key, again.key("run/c1/0/t", dir));
+        assert_eq!(key.len(), "hevo-".len() + 48);
+        assert_ne!(key, first.key("run/c1/1/t", dir));
+        assert_ne!(
+            key,
+            first.key("run/c1/0/t", Path::new("/runs/r/traces/c1/1/t"))
+        );
+        assert_ne!(key, other_run.key("run/c1/0/t", dir));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(a.path().join(KeySecret::FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::write(a.path().join(KeySecret::FILE), b"short").unwrap();
+        let err = KeySecret::load_or_create(a.path()).err().unwrap();
+        assert!(err.contains("5 bytes, expected 32"), "{err}");
+    }
 
     #[test]
     fn trial_ids_name_candidate_trial_and_task() {

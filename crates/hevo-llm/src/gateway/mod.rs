@@ -435,6 +435,27 @@ impl Gateway {
         trace_dir: &Path,
         caps: Caps,
     ) -> Result<TrialKey, LlmError> {
+        let mut bytes = [0u8; 24];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        let key = format!("hevo-{}", hex::encode(bytes));
+        self.open_keyed_trial(trial_id, labels, trace_dir, caps, key)
+    }
+
+    /// [`Gateway::open_labeled_trial`] with a key the caller chose instead of a random one:
+    /// a job that outlived a restarted hevo keeps calling with the key it was given, and
+    /// that key must work again (see `hevo_runtime::model_access::KeySecret`).
+    ///
+    /// # Errors
+    /// [`LlmError::Io`] when the trace file cannot be created, [`LlmError::KeyInUse`] when
+    /// `key` is already an open trial's.
+    pub fn open_keyed_trial(
+        &self,
+        trial_id: &str,
+        labels: TrialLabels,
+        trace_dir: &Path,
+        caps: Caps,
+        key: String,
+    ) -> Result<TrialKey, LlmError> {
         std::fs::create_dir_all(trace_dir).map_err(|e| LlmError::io(trace_dir, e))?;
         let path = trace_dir.join("model_calls.jsonl");
         let file = std::fs::OpenOptions::new()
@@ -442,9 +463,6 @@ impl Gateway {
             .append(true)
             .open(&path)
             .map_err(|e| LlmError::io(&path, e))?;
-        let mut bytes = [0u8; 24];
-        rand::rngs::OsRng.fill_bytes(&mut bytes);
-        let key = format!("hevo-{}", hex::encode(bytes));
         let trial = Arc::new(Trial {
             id: trial_id.to_owned(),
             labels,
@@ -457,11 +475,16 @@ impl Gateway {
             ),
             bound: std::sync::atomic::AtomicBool::new(false),
         });
-        self.inner
+        match self
+            .inner
             .trials
             .write()
             .expect("trials lock")
-            .insert(key.clone(), trial);
+            .entry(key.clone())
+        {
+            std::collections::hash_map::Entry::Occupied(_) => return Err(LlmError::KeyInUse),
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(trial),
+        };
         Ok(TrialKey(key))
     }
 
