@@ -94,7 +94,11 @@ impl Race {
     }
 
     /// The best exactly known candidate, unless a sampled one is clearly better: its
-    /// estimate exceeds the best exact score by more than `Z_PICK` standard errors.
+    /// estimate exceeds the best exact score by more than `Z_PICK` standard errors. Among
+    /// the sampled candidates that clear it, the best score wins, a score being the estimate
+    /// clipped to `[0, 1]` (a design-based estimate can stray above 1 on few tasks, and 1.003
+    /// on 13 tasks is no better than 1.000 on 27); on equal scores the smaller standard
+    /// error (more evidence for the same score), then the earlier candidate.
     fn pick(&self) -> CandidateId {
         let est: &[Estimate] = &self.core.estimates;
         let Some(exact) = self.anchor() else {
@@ -103,12 +107,19 @@ impl Race {
         let bar = est[exact].value;
         let mut pick = exact;
         for (c, e) in est.iter().enumerate() {
-            if e.se > 0.0 && e.value - Z_PICK * e.se > bar && e.value > est[pick].value {
+            let (v, held) = (score(e), score(&est[pick]));
+            let better = v > held || (v == held && pick != exact && e.se < est[pick].se);
+            if e.se > 0.0 && e.value - Z_PICK * e.se > bar && better {
                 pick = c;
             }
         }
         pick
     }
+}
+
+/// A pass-rate estimate as a score: clipped to `[0, 1]`, where a pass rate lives.
+fn score(e: &Estimate) -> f64 {
+    e.value.clamp(0.0, 1.0)
 }
 
 /// How many standard errors a sampled candidate must clear the best exact score by to be
