@@ -13,8 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The built hevo, given the scripted upstream's key ([`scripted_model`]) as a user's
+/// provider key would be.
 fn hevo() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hevo"))
+    let mut hevo = Command::new(env!("CARGO_BIN_EXE_hevo"));
+    hevo.env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret");
+    hevo
 }
 
 fn cluster() -> bool {
@@ -549,7 +553,39 @@ fn host_ip() -> Option<String> {
         .map(str::to_string)
 }
 
+/// The scripted upstream ([`ECHO_UPSTREAM`]) on loopback, killed when dropped.
 struct Upstream(std::process::Child);
+
+impl Upstream {
+    /// Starts it and returns it with its port.
+    fn start() -> (Upstream, u16) {
+        let mut child = Command::new("python3")
+            .args(["-c", ECHO_UPSTREAM])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line.trim().parse().unwrap();
+        (Upstream(child), port)
+    }
+}
+
+/// A `[model]` table routing model `m` to the scripted upstream on `port` (free of charge;
+/// the upstream key from `HEVO_TEST_SCRIPTED_KEY`).
+fn scripted_model(port: u16) -> String {
+    format!(
+        "[model]\ndefault_model = \"m\"\n\
+         [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
+         base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
+         [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
+         [model.prices.\"up\"]\nfree = true\n"
+    )
+}
 
 impl Drop for Upstream {
     fn drop(&mut self) {
@@ -565,29 +601,13 @@ fn slurm_jobs_call_the_model_through_the_gateway_on_the_advertised_address() {
     }
     let ip = host_ip().expect("this machine has a non-loopback IPv4 address");
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new("python3")
-        .args(["-c", ECHO_UPSTREAM])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let _upstream = Upstream(child);
-    let port: u16 = line.trim().parse().unwrap();
+    let (_upstream, port) = Upstream::start();
     let urls = tmp.path().join("urls.log");
     let setup = Setup {
         entry: "[\"python3\", \"h.py\"]".into(),
         model: format!(
-            "[model]\ndefault_model = \"m\"\n\
-             [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
-             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
-             [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
-             [model.prices.\"up\"]\nfree = true\n\
-             [gateway]\nbind = \"0.0.0.0:0\"\nadvertise = \"http://{ip}\"\n"
+            "{}[gateway]\nbind = \"0.0.0.0:0\"\nadvertise = \"http://{ip}\"\n",
+            scripted_model(port)
         ),
         ..Setup::default()
     };
@@ -602,7 +622,6 @@ fn slurm_jobs_call_the_model_through_the_gateway_on_the_advertised_address() {
         .args(["run", "--json", "--no-progress"])
         .arg(&dir)
         .env("TMPDIR", tmp.path())
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -654,31 +673,13 @@ fn a_job_reattached_after_a_restart_keeps_its_model_access() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new("python3")
-        .args(["-c", ECHO_UPSTREAM])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let _upstream = Upstream(child);
-    let port: u16 = line.trim().parse().unwrap();
+    let (_upstream, port) = Upstream::start();
     let log = tmp.path().join("starts.log");
     // The gateway at its default, a free loopback port: the restarted hevo must take the
     // same port again, and the jobs' keys must be valid in the new gateway.
     let setup = Setup {
         entry: "[\"python3\", \"h.py\"]".into(),
-        model: format!(
-            "[model]\ndefault_model = \"m\"\n\
-             [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
-             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
-             [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
-             [model.prices.\"up\"]\nfree = true\n"
-        ),
+        model: scripted_model(port),
         ..Setup::default()
     };
     let dir = setup_with(tmp.path(), "", 3, &setup);
@@ -687,7 +688,6 @@ fn a_job_reattached_after_a_restart_keeps_its_model_access() {
         LATE_CALLER.replace("START_LOG", &format!("{:?}", log.display().to_string())),
     )
     .unwrap();
-    std::env::set_var("HEVO_TEST_SCRIPTED_KEY", "upstream-secret");
     kill_hevo_mid_run(&dir, tmp.path(), &log, 2);
     let port_before = std::fs::read_to_string(dir.join("runs/search/gateway.port")).unwrap();
     let waiting = our_jobs(tmp.path());
