@@ -8,12 +8,20 @@ use serde::{Deserialize, Serialize};
 /// The 97.5% quantile of the standard normal distribution (two-sided 95% intervals).
 pub const Z95: f64 = 1.959_963_984_540_054;
 
+/// Reads a standard error written by serde_json: `null` stands for infinity.
+fn se_from_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+}
+
 /// A point estimate of a mean score with its standard error and a 95% interval.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     /// The point estimate.
     pub value: f64,
-    /// Its standard error (0 when the value is known exactly).
+    /// Its standard error (0 when the value is known exactly; infinite when the data bound
+    /// nothing, e.g. a stratum without a sampled task). JSON has no infinity: serde_json
+    /// writes it as `null`, which is read back as infinity.
+    #[serde(deserialize_with = "se_from_json")]
     pub se: f64,
     /// Lower end of the 95% interval.
     pub ci_low: f64,
@@ -467,6 +475,16 @@ pub fn combine_strata(parts: &[(Estimate, f64)]) -> Estimate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_infinite_standard_error_survives_json() {
+        let e = Estimate::normal(0.2, f64::INFINITY, 0.0, 1.0);
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains("\"se\":null"), "{text}");
+        let back: Estimate = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.se, f64::INFINITY);
+        assert_eq!((back.value, back.ci_low, back.ci_high), (0.2, 0.0, 1.0));
+    }
 
     #[test]
     fn wilson_matches_reference_values() {
