@@ -5,8 +5,8 @@
 //! sends none) from its trial's and the gateway's byte budgets. A request that has to wait
 //! first spools its body to an unlinked temporary file, read through a small buffer, and
 //! waits with the file: a body left waiting in its socket stalls the caller's TCP window, and
-//! Linux gives up on a connection whose zero window lasts about 30 s (the caller sees
-//! `ETIMEDOUT`; measured: 22 of 40 waiting 30 MB requests). So hevo's memory is bounded by
+//! the kernel may give up on a connection whose window stays closed (measured on Linux 6.18:
+//! the caller got `ETIMEDOUT` after 30 s, 22 of 40 waiting 30 MB requests). So hevo's memory is bounded by
 //! the budgets, not by how much callers send, and waiting costs disk, not memory or the
 //! caller's connection. Bytes are returned when the handler is done with the body; slots
 //! when the answer, a stream included, has been sent (or the caller left).
@@ -186,7 +186,8 @@ async fn spool(request: Request, limit: usize) -> Result<(Request, u64), Box<Res
         let Some(chunk) = stream.next().await else {
             break;
         };
-        // the caller left or sent a broken body: the handler answers that as it would
+        // the caller left or its body broke off: the handler gets what came (a truncated
+        // body, answered 400) and nobody may be there to read the answer
         let Ok(chunk) = chunk else {
             break;
         };
