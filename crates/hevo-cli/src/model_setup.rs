@@ -126,11 +126,13 @@ impl ModelLayer {
         };
         let handle = match serve(&listen) {
             Err(e) if reused => {
-                log(&format!(
-                    "the gateway's port from before ({}) is taken ({e}); jobs still running \
-                     from before cannot reach the new one",
+                // Printed even without progress output: running jobs lose their model.
+                eprintln!(
+                    "hevo: warning: the gateway's port from before ({}) is taken ({e}); jobs \
+                     still running from before cannot reach the new gateway (set a fixed port \
+                     with `[gateway] bind`)",
                     listen.bind.port()
-                ));
+                );
                 listen.bind.set_port(0);
                 serve(&listen)
             }
