@@ -75,6 +75,9 @@ pub struct Args {
     /// Start no model gateway (for harnesses that call no model).
     #[arg(long)]
     pub no_model: bool,
+    /// Per-trial cgroup limits.
+    #[command(flatten)]
+    pub limits: crate::limit_args::LimitArgs,
 }
 
 /// Runs `hevo eval`.
@@ -107,7 +110,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
 
     let mut plan = eval::plan(opts).map_err(to_cli)?;
     eprintln!("hevo: run dir {}", plan.run_dir.display());
-    let launcher = crate::launcher()?;
+    let launcher = crate::launcher(args.limits.limits())?;
     let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
     let model = match &layer {

@@ -7,6 +7,7 @@
 mod cli_error;
 mod eval_cmd;
 mod eval_progress;
+mod limit_args;
 mod model_cmd;
 mod model_setup;
 mod replay_cmd;
@@ -104,15 +105,30 @@ fn main() -> ExitCode {
 }
 
 /// The launcher every trial-side process goes through: the sandbox where bwrap can make
-/// one (probed once), else the local launcher with a loud warning.
-pub(crate) fn launcher() -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
+/// one (probed once), else the local launcher with a loud warning; either puts each launch
+/// in a cgroup with `limits` where it can, else warns as loudly.
+pub(crate) fn launcher(
+    limits: hevo_runtime::cgroup::TrialLimits,
+) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
     let exe = std::env::current_exe().map_err(|e| CliError::Internal(e.into()))?;
-    let choice = hevo_runtime::sandbox::default_launcher(&exe)
+    let choice = hevo_runtime::sandbox::default_launcher(&exe, limits)
         .map_err(|e| CliError::User(anyhow::anyhow!(e)))?;
     if let Some(reason) = &choice.unsandboxed_reason {
         eprintln!(
             "hevo: WARNING: trials run UNSANDBOXED ({reason}): harness code can read this \
              user's files and hevo's processes; install bubblewrap (docs/security.md)"
+        );
+    }
+    if let Some(reason) = &choice.uncontained_reason {
+        eprintln!(
+            "hevo: WARNING: trials get NO CGROUP ({reason}): a trial's memory, processes and \
+             CPU are not limited as a whole{}; run as root or in a delegated cgroup \
+             (docs/security.md)",
+            if choice.unsandboxed_reason.is_some() {
+                ", and processes it detaches (setsid) outlive it"
+            } else {
+                ""
+            }
         );
     }
     Ok(choice.launcher)

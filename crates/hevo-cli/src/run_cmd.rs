@@ -674,7 +674,7 @@ fn executor_launcher(
     run_dir: &Path,
 ) -> Result<Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
     match config.executor.kind {
-        hevo_search::config::ExecutorKind::Local => crate::launcher(),
+        hevo_search::config::ExecutorKind::Local => crate::launcher(config.executor.limits()),
         _ => config.executor.launcher(run_dir).map_err(user),
     }
 }

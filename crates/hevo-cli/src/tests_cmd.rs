@@ -102,6 +102,9 @@ pub struct SynthArgs {
     /// Print the report as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Cgroup limits of each trial and agent call.
+    #[command(flatten)]
+    pub limits: crate::limit_args::LimitArgs,
 }
 
 /// Arguments of `hevo tests freeze`.
@@ -167,7 +170,7 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
     };
     let agent_timeout = seconds("`--agent-timeout`", args.agent_timeout)?;
     let test_timeout = seconds("`--test-timeout`", args.test_timeout)?;
-    let launcher = crate::launcher()?;
+    let launcher = crate::launcher(args.limits.limits())?;
     let (command, env, install) = match (&args.agent_cmd, &args.agent) {
         (Some(cmd), _) => (cmd.clone(), Vec::new(), None),
         (None, Some(name)) => {

@@ -147,3 +147,37 @@ fn provider_keys_are_not_in_any_readable_environ() {
         }
     }
 }
+
+/// `hevo eval --pids N` through the real binary: a fork bomb stops at N and its trial's
+/// cause says so; `--pids 0` is exit 2 naming the flag. Skips where hevo can make no
+/// cgroup (it then warns: checked too), unless `HEVO_TEST_CGROUP=1`.
+#[test]
+fn a_fork_bomb_under_eval_pids_stops_there_with_its_cause() {
+    let d = tempfile::tempdir().unwrap();
+    setup(
+        d.path(),
+        "import os, sys, time\nmade = 0\nfor _ in range(300):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n    made += 1\nprint(made)\nsys.exit(3)\n",
+    );
+    let o = eval(d.path(), &["--pids", "0"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--pids"), "{}", stderr(&o));
+    let o = eval(d.path(), &["--pids", "16"], &[]);
+    if stderr(&o).contains("trials get NO CGROUP") {
+        assert!(
+            std::env::var("HEVO_TEST_CGROUP").as_deref() != Ok("1"),
+            "HEVO_TEST_CGROUP=1 but: {}",
+            stderr(&o)
+        );
+        eprintln!("SKIPPED: no cgroups here: {}", stderr(&o));
+        return;
+    }
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trial = &report["tasks"][0]["details"][0];
+    assert_eq!(trial["status"], "harness_error", "{trial}");
+    let cause = trial["error"].as_str().unwrap();
+    assert!(
+        cause.starts_with("exited with code 3; ")
+            && cause.contains("fork(s) refused at the trial's limit of 16 processes"),
+        "{cause}"
+    );
+}

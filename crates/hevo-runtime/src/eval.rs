@@ -332,7 +332,7 @@ pub fn run(
     plan: &EvalPlan,
     progress: Option<mpsc::Sender<ProgressEvent>>,
 ) -> Result<EvalReport, EvalError> {
-    run_with(plan, Arc::new(LocalLauncher), progress)
+    run_with(plan, Arc::new(LocalLauncher::default()), progress)
 }
 
 /// Runs a planned evaluation with the given launcher (the seam a sandbox plugs into): one

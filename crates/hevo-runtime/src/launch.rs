@@ -11,6 +11,10 @@
 //!   └─ wait ──exit──────────────► SIGKILL leftover group members ─► outcome
 //!          └─timeout/cancel──► SIGTERM group ─ grace ─► SIGKILL group ─► outcome
 //! ```
+//!
+//! With [`TrialLimits`], the child joins a cgroup of its own before exec
+//! ([`crate::cgroup`]); when it ends, whatever is left in that cgroup (`setsid` children,
+//! daemons) is killed with it, and the outcome says what its limits did.
 
 use std::future::Future;
 use std::io::Write;
@@ -19,6 +23,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use crate::cancel::{Cancel, CancelReason};
+use crate::cgroup::{CgroupReport, Cgroups, TrialLimits};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -110,6 +115,8 @@ pub struct ProcessOutcome {
     pub stdout_tail: Vec<u8>,
     /// The process id (also its process group id).
     pub pid: u32,
+    /// What its cgroup saw, when it ran in one.
+    pub cgroup: Option<CgroupReport>,
 }
 
 /// Why a process could not be run at all (an infrastructure fault, not the harness's).
@@ -169,13 +176,17 @@ pub trait Launcher: Send + Sync {
     }
 }
 
-/// Runs processes directly on this machine, each in its own process group.
+/// Runs processes directly on this machine, each in its own process group, and with
+/// limits, each in its own cgroup.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LocalLauncher;
+pub struct LocalLauncher {
+    /// The limits of every launch's cgroup; `None`: no cgroup.
+    pub limits: Option<TrialLimits>,
+}
 
 impl Launcher for LocalLauncher {
     fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_> {
-        Box::pin(run_local(spec))
+        Box::pin(run_local(spec, self.limits))
     }
 }
 
@@ -206,9 +217,23 @@ fn track_group(pgid: i32, running: bool) {
 /// the group can hold a pipe open forever).
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, LaunchError> {
+/// Runs `spec`; with `limits` (and a cgroup hierarchy here, [`Cgroups::get`]) inside a
+/// cgroup of its own that is killed as a whole when the process ends.
+pub(crate) async fn run_local(
+    spec: LaunchSpec,
+    limits: Option<TrialLimits>,
+) -> Result<ProcessOutcome, LaunchError> {
     let Some(program) = spec.argv.first() else {
         return Err(LaunchError::EmptyCommand);
+    };
+    let group = match (limits, Cgroups::get()) {
+        (Some(limits), Ok(cgroups)) => Some(cgroups.make(&limits, &spec.cwd).map_err(
+            |source| LaunchError::Io {
+                what: "making the launch's cgroup",
+                source,
+            },
+        )?),
+        _ => None,
     };
     // An absolute program path lets std use posix_spawn (vfork-like) instead of fork, which
     // it cannot do when the child's PATH differs from ours and the program is a bare name.
@@ -222,6 +247,14 @@ pub(crate) async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, Launch
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0);
+    if let Some(group) = &group {
+        let fds = group.procs_fds();
+        // SAFETY: `join_all` only writes to descriptors that stay open until the spawn
+        // returns; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || crate::cgroup::join_all(&fds));
+        }
+    }
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
         program: program.clone(),
@@ -277,8 +310,21 @@ pub(crate) async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, Launch
         }
     };
     let wall = start.elapsed();
-    // Leftover members of the group (background jobs) die with the trial.
+    // Leftover members of the group (background jobs) die with the trial, and so does
+    // everything left in its cgroup, whatever process group or session it moved to.
     let _ = killpg(pgid, Signal::SIGKILL);
+    let cgroup = match group {
+        Some(group) => tokio::task::spawn_blocking(move || {
+            let left_behind = group.kill(Duration::from_secs(2));
+            CgroupReport {
+                left_behind,
+                ..group.report()
+            }
+        })
+        .await
+        .ok(),
+        None => None,
+    };
     track_group(pid as i32, false);
     let status = status.map_err(|source| LaunchError::Io {
         what: "waiting for the process",
@@ -305,6 +351,7 @@ pub(crate) async fn run_local(spec: LaunchSpec) -> Result<ProcessOutcome, Launch
         stderr: stderr.0,
         stdout_tail: stdout.1,
         pid,
+        cgroup,
     })
 }
 

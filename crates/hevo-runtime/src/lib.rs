@@ -6,6 +6,7 @@
 //! - [`scorer`]: turning an answer into an outcome (`label`, `exact`, `command`, `program`);
 //! - [`launch`]: the one seam through which every trial-side process starts
 //!   ([`launch::Launcher`]; the sandbox wraps it), its environment and process-group kill;
+//! - [`cgroup`]: one cgroup per launch (memory, processes, CPU, IO), killed as a whole;
 //! - [`sandbox`]: the bubblewrap [`launch::Launcher`] (own namespaces, only the gateway on the
 //!   network) and [`sandbox_init`], its init inside;
 //! - [`slurm`]: the launcher that runs every process as a job of a Slurm cluster;
@@ -30,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod cancel;
+pub mod cgroup;
 pub mod custody;
 pub mod eval;
 pub mod evaluator;

@@ -24,13 +24,15 @@
 //!   inside and forwards each connection through a per-launch Unix socket to hevo, which
 //!   serves the gateway there with the trial's key bound to that socket (or forwards to
 //!   the host's port; see [`crate::sandbox_relay`]). Nothing else is reachable.
-//! - Limits: [`SandboxOptions::memory_mb`] (address space per process, `RLIMIT_AS`) and
-//!   [`SandboxOptions::max_processes`] are applied by the init. cgroups are not used (see
-//!   `docs/security.md`).
+//! - Limits: [`SandboxOptions::limits`] go to a cgroup per launch ([`crate::cgroup`]:
+//!   memory, processes, CPU and IO of the whole sandbox, killed as a whole at its end);
+//!   [`SandboxOptions::memory_mb`] (address space per process, `RLIMIT_AS`) and
+//!   [`SandboxOptions::max_files`] are applied by the init.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::cgroup::{Cgroups, TrialLimits};
 use crate::launch::{run_local, LaunchFuture, LaunchSpec, Launcher, LocalLauncher};
 
 /// The argument that turns a hevo binary into the sandbox's init (see [`crate::sandbox_init`]).
@@ -40,8 +42,10 @@ pub const INIT_ARG: &str = "__hevo-sandbox-init";
 const SOCKET_DIR_INSIDE: &str = "/run/hevo";
 
 /// Limits and extra paths of every sandboxed process.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SandboxOptions {
+    /// The limits of each launch's cgroup (the whole sandbox); `None`: no cgroup.
+    pub limits: Option<TrialLimits>,
     /// Extra read-only paths visible in every sandbox (e.g. a Python installation outside
     /// `/usr`). From `HEVO_SANDBOX_READ_ONLY` (`:`-separated) in [`SandboxOptions::from_env`].
     pub read_only: Vec<PathBuf>,
@@ -72,6 +76,7 @@ impl SandboxOptions {
             })
             .unwrap_or_default();
         Ok(SandboxOptions {
+            limits: None,
             read_only,
             memory_mb: num("HEVO_SANDBOX_MEMORY_MB")?,
             max_files: num("HEVO_SANDBOX_MAX_FILES")?,
@@ -280,7 +285,7 @@ impl SandboxLauncher {
             &ports,
             sockets.as_ref().map(|r| r.dir()),
         );
-        let out = run_local(spec).await;
+        let out = run_local(spec, self.options.limits).await;
         drop(sockets);
         out
     }
@@ -353,12 +358,38 @@ pub struct LauncherChoice {
     pub launcher: std::sync::Arc<dyn Launcher>,
     /// Set when trials run unsandboxed: the reason, for a loud warning.
     pub unsandboxed_reason: Option<String>,
+    /// Set when launches get no cgroup, or not every limit asked for: the reason, for a
+    /// loud warning.
+    pub uncontained_reason: Option<String>,
 }
 
 /// The default launcher: the sandbox when `bwrap` can make one here (probed once per
-/// process), else [`LocalLauncher`] with the reason. `HEVO_SANDBOX=off` chooses the local
-/// launcher on purpose; `HEVO_SANDBOX=require` makes an unavailable sandbox an error.
-pub fn default_launcher(init: &Path) -> Result<LauncherChoice, String> {
+/// process), else [`LocalLauncher`] with the reason; either puts every launch in a cgroup
+/// with `limits` where this process can make cgroups ([`Cgroups::get`]).
+/// `HEVO_SANDBOX=off` chooses the local launcher on purpose; `HEVO_SANDBOX=require` makes
+/// an unavailable sandbox an error, and `HEVO_CGROUP=require` unavailable cgroups.
+pub fn default_launcher(init: &Path, limits: TrialLimits) -> Result<LauncherChoice, String> {
+    let uncontained_reason = match Cgroups::get() {
+        Ok(c) => {
+            let missing = c.unsupported(&limits);
+            (!missing.is_empty()).then(|| {
+                format!(
+                    "no cgroup controller here limits {} (cgroups: {})",
+                    missing.join(", "),
+                    c.describe()
+                )
+            })
+        }
+        Err(e) => Some(e.to_string()),
+    };
+    if let Some(why) = &uncontained_reason {
+        if std::env::var("HEVO_CGROUP").as_deref() == Ok("require") {
+            return Err(format!(
+                "HEVO_CGROUP=require, but {why}; run hevo as root, in a cgroup delegated to \
+                 this user (systemd-run --user --scope -p Delegate=yes ...), or unset it"
+            ));
+        }
+    }
     /// The sandbox, or why there is none; an error when the sandbox is required.
     type Probed = Result<(Option<SandboxLauncher>, Option<String>), String>;
     static CHOICE: OnceLock<Probed> = OnceLock::new();
@@ -382,13 +413,21 @@ pub fn default_launcher(init: &Path) -> Result<LauncherChoice, String> {
         }
     });
     match choice {
-        Ok((Some(l), _)) => Ok(LauncherChoice {
-            launcher: std::sync::Arc::new(l.clone()),
-            unsandboxed_reason: None,
-        }),
+        Ok((Some(l), _)) => {
+            let mut l = l.clone();
+            l.options.limits = Some(limits);
+            Ok(LauncherChoice {
+                launcher: std::sync::Arc::new(l),
+                unsandboxed_reason: None,
+                uncontained_reason,
+            })
+        }
         Ok((None, reason)) => Ok(LauncherChoice {
-            launcher: std::sync::Arc::new(LocalLauncher),
+            launcher: std::sync::Arc::new(LocalLauncher {
+                limits: Some(limits),
+            }),
             unsandboxed_reason: reason.clone(),
+            uncontained_reason,
         }),
         Err(e) => Err(e.clone()),
     }

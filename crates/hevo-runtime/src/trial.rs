@@ -354,18 +354,21 @@ async fn run_trial_inner(
         }
         Exit::TimedOut => {
             result.status = TrialStatus::Timeout;
-            result.error = Some(format!(
-                "timed out after {:.1} s; the process group was killed",
-                settings.timeout.as_secs_f64()
+            result.error = Some(with_limits(
+                format!(
+                    "timed out after {:.1} s; the process group was killed",
+                    settings.timeout.as_secs_f64()
+                ),
+                &out,
             ));
             return result;
         }
         Exit::Signal(sig) => {
-            result.error = Some(format!("killed by signal {sig}"));
+            result.error = Some(with_limits(format!("killed by signal {sig}"), &out));
             return result;
         }
         Exit::Code(code) if code != 0 => {
-            result.error = Some(format!("exited with code {code}"));
+            result.error = Some(with_limits(format!("exited with code {code}"), &out));
             return result;
         }
         Exit::Code(_) => {}
@@ -373,7 +376,7 @@ async fn run_trial_inner(
     let (answer, _meta) = match parse_answer(&out.stdout_tail) {
         Ok(a) => a,
         Err(e) => {
-            result.error = Some(e);
+            result.error = Some(with_limits(e, &out));
             return result;
         }
     };
@@ -404,6 +407,15 @@ async fn run_trial_inner(
     result.answer = Some(answer);
     drop(workdir);
     result
+}
+
+/// `cause`, followed by what the trial's cgroup limits did, if anything (an OOM kill, a
+/// refused fork): the real reason behind a `killed by signal 9`.
+fn with_limits(cause: String, out: &crate::launch::ProcessOutcome) -> String {
+    match out.cgroup.as_ref().and_then(|r| r.cause()) {
+        Some(limits) => format!("{cause}; {limits}"),
+        None => cause,
+    }
 }
 
 /// Finds the answer in the tail of stdout: the last non-empty line, parsed as JSON; an

@@ -146,7 +146,10 @@ fn reading_the_suite_through_proc_is_blocked() {
         .spawn()
         .unwrap();
     // The attack is real: unsandboxed it answers every task from `expected`.
-    let local = run(f.options(&h, &suite, "run-local"), Arc::new(LocalLauncher));
+    let local = run(
+        f.options(&h, &suite, "run-local"),
+        Arc::new(LocalLauncher::default()),
+    );
     assert_eq!(local.pass_rate.value, 1.0, "{:?}", answers(&local));
     let boxed = run(f.options(&h, &suite, "run-boxed"), sandbox);
     let _ = hevo_like.kill();
@@ -256,7 +259,10 @@ fn setsid_children_die_with_the_trial() {
     );
     let h = f.harness("escaper", &setsid_harness(&marker));
     // The attack is real: the local launcher's process-group kill misses them.
-    let local = run(f.options(&h, &suite, "run-local"), Arc::new(LocalLauncher));
+    let local = run(
+        f.options(&h, &suite, "run-local"),
+        Arc::new(LocalLauncher::default()),
+    );
     assert_eq!(answers(&local), vec!["started"]);
     let escaped = survivors(&marker);
     for pid in &escaped {
@@ -416,7 +422,10 @@ fn a_changed_suite_reruns_what_changed_and_a_second_process_is_refused() {
     let f = Fixture::new();
     let suite = f.suite(4);
     let h = f.harness("honest", HONEST);
-    let first = run(f.options(&h, &suite, "run"), Arc::new(LocalLauncher));
+    let first = run(
+        f.options(&h, &suite, "run"),
+        Arc::new(LocalLauncher::default()),
+    );
     assert_eq!((first.pass_rate.value, first.ran_now), (1.0, 4));
     // Invert two expected answers: exactly those two tasks run again, and now fail.
     let text = std::fs::read_to_string(suite.join("tasks.jsonl")).unwrap();
@@ -424,13 +433,16 @@ fn a_changed_suite_reruns_what_changed_and_a_second_process_is_refused() {
         .replace("\"secret-0\"", "\"inverted-0\"")
         .replace("\"secret-3\"", "\"inverted-3\"");
     std::fs::write(suite.join("tasks.jsonl"), text).unwrap();
-    let second = run(f.options(&h, &suite, "run"), Arc::new(LocalLauncher));
+    let second = run(
+        f.options(&h, &suite, "run"),
+        Arc::new(LocalLauncher::default()),
+    );
     assert_eq!((second.ran_now, second.reused), (2, 2));
     assert_eq!(second.pass_rate.value, 0.5);
     // A second evaluator on the same run directory is refused, naming the holder.
     let plan = eval::plan(f.options(&h, &suite, "run")).unwrap();
     let _lock = hevo_runtime::run_lock::RunLock::acquire(&f.path("run")).unwrap();
-    let err = eval::run_with(&plan, Arc::new(LocalLauncher), None).unwrap_err();
+    let err = eval::run_with(&plan, Arc::new(LocalLauncher::default()), None).unwrap_err();
     assert!(err.is_user_error());
     let msg = err.to_string();
     assert!(
@@ -488,7 +500,12 @@ fn a_suite_and_run_dir_inside_the_harness_directory_stay_hidden() {
     let suite = f.path("h/suite");
     let mut local = f.options(&h, &suite, "h/run");
     local.run_dir = Some(f.path("h/run-local"));
-    assert_eq!(run(local, Arc::new(LocalLauncher)).pass_rate.value, 1.0);
+    assert_eq!(
+        run(local, Arc::new(LocalLauncher::default()))
+            .pass_rate
+            .value,
+        1.0
+    );
     let boxed = run(f.options(&h, &suite, "h/run"), sandbox);
     assert_eq!(answers(&boxed), vec!["honest-guess+ok+read-only"]);
 }
@@ -729,7 +746,8 @@ fn steal_keys(launcher: impl FnOnce(&Path) -> Option<Arc<dyn Launcher>>) -> Opti
 #[test]
 fn a_stolen_sibling_key_is_refused_inside_the_sandbox_and_over_tcp_and_billed_to_no_one() {
     // Unsandboxed, keys are bearer keys: the stolen key works and bills the sibling.
-    let (got, over_tcp, usages, _) = steal_keys(|_| Some(Arc::new(LocalLauncher))).unwrap();
+    let (got, over_tcp, usages, _) =
+        steal_keys(|_| Some(Arc::new(LocalLauncher::default()))).unwrap();
     assert_eq!(got, vec!["200|200".to_owned(), "200|200".to_owned()]);
     assert!(
         over_tcp.iter().all(|r| r.starts_with("HTTP/1.1 200")),

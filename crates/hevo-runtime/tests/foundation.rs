@@ -372,7 +372,8 @@ impl Launcher for FlakyLauncher {
                 })
             })
         } else {
-            LocalLauncher.launch(spec)
+            static LOCAL: LocalLauncher = LocalLauncher { limits: None };
+            LOCAL.launch(spec)
         }
     }
 }

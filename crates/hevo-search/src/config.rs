@@ -168,12 +168,22 @@ pub struct ExecutorConfig {
     /// Slurm `--account`.
     #[serde(default)]
     pub account: Option<String>,
-    /// Slurm `--cpus-per-task` (default 1).
+    /// CPUs of each trial: Slurm `--cpus-per-task` (default 1); on this machine its
+    /// cgroup's CPU quota (default none: trials share the machine).
     #[serde(default)]
     pub cpus: Option<u32>,
-    /// Slurm `--mem`, in megabytes.
+    /// Memory of each trial in megabytes: Slurm `--mem`; on this machine its cgroup's
+    /// memory limit, all its processes together (default none).
     #[serde(default)]
     pub mem_mb: Option<u64>,
+    /// On this machine: processes and threads of each trial at once, its cgroup's limit
+    /// (default 1024; a fork bomb stops there).
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// On this machine: read and write bandwidth of each trial on the disk of its working
+    /// directory, in MB/s each (default none).
+    #[serde(default)]
+    pub io_mbps: Option<u64>,
     /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`.
     #[serde(default)]
     pub sbatch: Vec<String>,
@@ -190,6 +200,17 @@ pub struct ExecutorConfig {
 }
 
 impl ExecutorConfig {
+    /// The limits of each local launch's cgroup (trial, `prepare`, scorer, agent).
+    pub fn limits(&self) -> hevo_runtime::cgroup::TrialLimits {
+        let default = hevo_runtime::cgroup::TrialLimits::default();
+        hevo_runtime::cgroup::TrialLimits {
+            memory_mb: self.mem_mb,
+            pids: self.pids.or(default.pids),
+            cpus: self.cpus.map(f64::from),
+            io_mbps: self.io_mbps,
+        }
+    }
+
     /// The launcher every trial-side process of a run in `run_dir` goes through. A Slurm
     /// executor spools its job scripts in `run_dir/slurm/` (the run directory must be on a
     /// filesystem the compute nodes share).
@@ -199,7 +220,9 @@ impl ExecutorConfig {
     ) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, String> {
         use hevo_runtime::slurm::{SlurmLauncher, SlurmOptions};
         Ok(match self.kind {
-            ExecutorKind::Local => std::sync::Arc::new(hevo_runtime::launch::LocalLauncher),
+            ExecutorKind::Local => {
+                std::sync::Arc::new(hevo_runtime::launch::LocalLauncher::default())
+            }
             ExecutorKind::Slurm => {
                 if !SlurmLauncher::available() {
                     return Err(
@@ -642,6 +665,27 @@ impl RunConfig {
                     .into(),
             ));
         }
+        for (key, v) in [
+            ("executor.cpus", self.executor.cpus.map(u64::from)),
+            ("executor.mem_mb", self.executor.mem_mb),
+            ("executor.pids", self.executor.pids),
+            ("executor.io_mbps", self.executor.io_mbps),
+        ] {
+            if v == Some(0) {
+                return Err(bad(
+                    key,
+                    "is 0, which no trial can run with: use at least 1, or leave it out for \
+                     the default"
+                        .into(),
+                ));
+            }
+        }
+        if self.executor.mem_mb.is_some_and(|mb| mb < 16) {
+            return Err(bad(
+                "executor.mem_mb",
+                "is below 16 MB, too little for any interpreter to start: use e.g. 2048".into(),
+            ));
+        }
         if self.executor.array_throttle == Some(0) {
             return Err(bad(
                 "executor.array_throttle",
@@ -733,6 +777,25 @@ mod tests {
     }
 
     #[test]
+    fn executor_limits_default_to_a_process_bound_only() {
+        let c = parse("suite = \"s\"\nseeds = [\"a\"]\n").unwrap();
+        assert_eq!(
+            c.executor.limits(),
+            hevo_runtime::cgroup::TrialLimits::default()
+        );
+        assert_eq!(c.executor.limits().pids, Some(1024));
+        let c = parse(
+            "suite = \"s\"\nseeds = [\"a\"]\n[executor]\nmem_mb = 512\ncpus = 2\npids = 64\nio_mbps = 50\n",
+        )
+        .unwrap();
+        let l = c.executor.limits();
+        assert_eq!(
+            (l.memory_mb, l.cpus, l.pids, l.io_mbps),
+            (Some(512), Some(2.0), Some(64), Some(50))
+        );
+    }
+
+    #[test]
     fn bad_values_name_the_key_and_the_fix() {
         let cases = [
             ("[evaluation]\nstrategy = \"fast\"", "evaluation.strategy"),
@@ -750,6 +813,11 @@ mod tests {
                 "expected `pass_rate` or `pareto`",
             ),
             ("[objective]\nlite = [-1.0, 2.0]", "objective.lite"),
+            ("[executor]\npids = 0", "executor.pids"),
+            ("[executor]\ncpus = 0", "executor.cpus"),
+            ("[executor]\nio_mbps = 0", "executor.io_mbps"),
+            ("[executor]\nmem_mb = 8", "executor.mem_mb"),
+            ("[executor]\npids = -1", "hevo.toml:4:8"),
         ];
         for (extra, key) in cases {
             let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");

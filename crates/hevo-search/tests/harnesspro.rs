@@ -216,7 +216,7 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         jobs: 2,
         model_env: ModelEnv::offline(),
         model_access: Some(access),
-        launcher: Arc::new(LocalLauncher),
+        launcher: Arc::new(LocalLauncher::default()),
         cancel: Cancel::new(),
         progress: None,
     })
@@ -284,7 +284,7 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         jobs: 2,
         model_env: ModelEnv::offline(),
         model_access: Some(access),
-        launcher: Arc::new(LocalLauncher),
+        launcher: Arc::new(LocalLauncher::default()),
         cancel: Cancel::new(),
         frontier: false,
         progress: None,
@@ -417,7 +417,7 @@ fn epoch_loop_diagnoses_selects_and_commits_three_children_per_survivor() {
     let layer = config.model.clone().unwrap();
     let runtime = two_threads();
     let (handle, access) = start_gateway(&runtime, &layer, &run_dir.join("hevo.db"));
-    let launcher: Arc<dyn hevo_runtime::launch::Launcher> = Arc::new(LocalLauncher);
+    let launcher: Arc<dyn hevo_runtime::launch::Launcher> = Arc::new(LocalLauncher::default());
     let mut runner = LiveRunner::open(RunnerSettings {
         run_dir: run_dir.clone(),
         suite_dir: dir.join("suite"),

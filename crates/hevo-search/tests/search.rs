@@ -80,7 +80,7 @@ fn try_search(
         jobs: 2,
         model_env: ModelEnv::offline(),
         model_access: None,
-        launcher: Arc::new(LocalLauncher),
+        launcher: Arc::new(LocalLauncher::default()),
         cancel: Cancel::new(),
         progress: None,
     })
@@ -242,7 +242,7 @@ fn agent(dir: &Path, script: &str) -> AgentProposer {
         home: dir.join("runs/test-run/proposer/home"),
         env: vec![],
         model_env: ModelEnv::offline(),
-        launcher: Arc::new(LocalLauncher),
+        launcher: Arc::new(LocalLauncher::default()),
         cancel: Cancel::new(),
     }
 }

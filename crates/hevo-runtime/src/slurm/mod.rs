@@ -307,6 +307,7 @@ fn finish(
         stderr,
         stdout_tail,
         pid: id.parse().unwrap_or(0),
+        cgroup: None,
     }
 }
 

@@ -198,7 +198,7 @@ mod tests {
             cancel: Cancel::new(),
         };
         std::env::set_var("HEVO_TEST_SECRET_PROVIDER_KEY", "sk-secret");
-        let out = run_agent(&LocalLauncher, &call).await.unwrap();
+        let out = run_agent(&LocalLauncher::default(), &call).await.unwrap();
         assert_eq!(out, AgentOutcome::Finished);
         let prompt = std::fs::read_to_string(archive.join("pending/c1/prompt")).unwrap();
         assert!(prompt.contains("exactly 2 new candidates"), "{prompt}");
@@ -241,7 +241,8 @@ mod tests {
             extra_env: vec![],
             cancel: Cancel::new(),
         };
-        let AgentOutcome::Failed(why) = run_agent(&LocalLauncher, &call).await.unwrap() else {
+        let AgentOutcome::Failed(why) = run_agent(&LocalLauncher::default(), &call).await.unwrap()
+        else {
             panic!("the agent failed")
         };
         assert!(why.contains("exited with code 3"), "{why}");
@@ -270,7 +271,7 @@ mod tests {
             ..call
         };
         assert_eq!(
-            run_agent(&LocalLauncher, &call).await.unwrap(),
+            run_agent(&LocalLauncher::default(), &call).await.unwrap(),
             AgentOutcome::TimedOut
         );
     }

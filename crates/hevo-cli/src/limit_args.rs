@@ -1,0 +1,35 @@
+//! `--mem-mb`, `--cpus`, `--pids`, `--io-mbps`: the per-trial cgroup limits of commands
+//! without a `hevo.toml` (`hevo eval`, `hevo tests synth`); `hevo run` reads the same
+//! limits from `[executor]`.
+
+use hevo_runtime::cgroup::TrialLimits;
+
+/// The limits of each launch's cgroup (docs/security.md).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LimitArgs {
+    /// Memory of each trial, all its processes together, in MB [default: no limit].
+    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(16..))]
+    pub mem_mb: Option<u64>,
+    /// CPU time of each trial per second of wall time, in CPUs [default: no limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cpus: Option<u32>,
+    /// Processes and threads of each trial at once [default: 1024].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pids: Option<u64>,
+    /// Read and write bandwidth of each trial on its working directory's disk, in MB/s
+    /// [default: no limit].
+    #[arg(long, value_name = "MBPS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub io_mbps: Option<u64>,
+}
+
+impl LimitArgs {
+    /// The limits, with the defaults where a flag is not given.
+    pub fn limits(&self) -> TrialLimits {
+        TrialLimits {
+            memory_mb: self.mem_mb,
+            pids: self.pids.or(TrialLimits::default().pids),
+            cpus: self.cpus.map(f64::from),
+            io_mbps: self.io_mbps,
+        }
+    }
+}

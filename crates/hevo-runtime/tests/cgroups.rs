@@ -1,0 +1,389 @@
+//! Per-launch cgroups against attacker harnesses: `setsid` escapes, a fork bomb, a memory
+//! hog, a CPU burner and a disk writer, each run through `eval::run_with` with the real
+//! launchers (unsandboxed and in bubblewrap), asserting the exact outcome and the trial's
+//! cause. Where the attack is real without a cgroup, that is shown first.
+//!
+//! The tests skip loudly where this process can make no cgroup (a non-root user without a
+//! delegated cgroup); `HEVO_TEST_CGROUP=1` (set by CI, which runs as root) makes that a
+//! failure instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hevo_runtime::cgroup::{Cgroups, TrialLimits};
+use hevo_runtime::eval::{self, EvalOptions};
+use hevo_runtime::launch::{Launcher, LocalLauncher};
+use hevo_runtime::report::{EvalReport, TrialReport};
+use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
+use serde_json::{json, Value};
+
+/// Whether cgroups can be made here; panics under `HEVO_TEST_CGROUP=1` when they cannot.
+fn have_cgroups() -> bool {
+    match Cgroups::get() {
+        Ok(c) => {
+            eprintln!("cgroups: {}", c.describe());
+            true
+        }
+        Err(e) if std::env::var("HEVO_TEST_CGROUP").is_ok_and(|v| v == "1") => {
+            panic!("HEVO_TEST_CGROUP=1 but no cgroups: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no cgroups for this process: {e} (run as root)");
+            false
+        }
+    }
+}
+
+/// The unsandboxed launcher with `limits`, and the sandboxed one when bwrap works here.
+fn launchers(limits: TrialLimits) -> Vec<(&'static str, Arc<dyn Launcher>)> {
+    let mut out: Vec<(&'static str, Arc<dyn Launcher>)> = vec![(
+        "local",
+        Arc::new(LocalLauncher {
+            limits: Some(limits),
+        }),
+    )];
+    let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
+    let options = SandboxOptions {
+        limits: Some(limits),
+        ..SandboxOptions::default()
+    };
+    match SandboxLauncher::new("/usr/bin/bwrap".into(), init, options) {
+        Ok(l) => out.push(("bwrap", Arc::new(l))),
+        Err(e) if std::env::var("HEVO_TEST_SANDBOX").is_ok_and(|v| v == "1") => {
+            panic!("HEVO_TEST_SANDBOX=1 but no sandbox: {e}")
+        }
+        Err(e) => eprintln!("SKIPPED the sandboxed half: {e}"),
+    }
+    out
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+    /// One val task whose expected answer is `"ok"`.
+    fn suite(&self) -> PathBuf {
+        self.write(
+            "suite/suite.toml",
+            "name = \"t\"\n[scorer]\nkind = \"label\"\n",
+        );
+        let task = json!({"id": "t0", "split": "val", "input": {}, "expected": "ok"});
+        self.write("suite/tasks.jsonl", &format!("{task}\n"));
+        self.dir.path().join("suite")
+    }
+    fn harness(&self, name: &str, code: &str) -> PathBuf {
+        self.write(&format!("{name}/h.py"), code);
+        self.write(
+            &format!("{name}/harness.toml"),
+            "entry = [\"python3\", \"h.py\"]\ntimeout_s = 120\n",
+        )
+        .parent()
+        .unwrap()
+        .to_path_buf()
+    }
+    /// Runs `harness` once on the suite with `launcher`; returns its one trial.
+    fn trial(&self, harness: &Path, run: &str, launcher: Arc<dyn Launcher>) -> TrialReport {
+        let mut o = EvalOptions::new(harness, self.suite());
+        o.run_dir = Some(self.dir.path().join(run));
+        o.jobs = 1;
+        o.retries = 0;
+        o.grace = Duration::from_millis(300);
+        let plan = eval::plan(o).unwrap();
+        let report: EvalReport = eval::run_with(&plan, launcher, None).unwrap();
+        report.tasks[0].details[0].clone()
+    }
+}
+
+/// Host processes whose command line contains `marker`.
+fn survivors(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+fn kill_all(pids: &[i32]) {
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+fn answer(t: &TrialReport) -> String {
+    match &t.answer {
+        Some(Value::String(s)) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn setsid_and_double_forked_children_die_with_the_trial_even_unsandboxed() {
+    if !have_cgroups() {
+        return;
+    }
+    let f = Fixture::new();
+    let marker = format!(
+        "{}.{}",
+        8000 + std::process::id() % 1000,
+        std::process::id()
+    );
+    // 25 `setsid` children and 25 double-forked daemons (reparented to init at once).
+    let code = format!(
+        r#"
+import json, os, subprocess, sys
+json.load(sys.stdin)
+for _ in range(25):
+    subprocess.Popen(["setsid", "sleep", "{marker}"], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(25):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execvp("sleep", ["sleep", "{marker}"])
+        os._exit(0)
+    os.wait()
+print(json.dumps("ok"))
+"#
+    );
+    let h = f.harness("escaper", &code);
+    // The attack is real: without a cgroup the process-group kill misses all 50.
+    let bare = f.trial(&h, "run-bare", Arc::new(LocalLauncher::default()));
+    assert_eq!(
+        (bare.status.as_str(), answer(&bare).as_str()),
+        ("pass", "ok"),
+        "{:?}",
+        bare.error
+    );
+    let escaped = survivors(&marker);
+    kill_all(&escaped);
+    assert_eq!(escaped.len(), 50, "without a cgroup: escaped children");
+    for (name, launcher) in launchers(TrialLimits::default()) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        assert_eq!(
+            (t.status.as_str(), answer(&t).as_str()),
+            ("pass", "ok"),
+            "{name}: {:?}",
+            t.error
+        );
+        // The launch returns only after its cgroup is empty: nothing to wait for.
+        let left = survivors(&marker);
+        kill_all(&left);
+        assert_eq!(
+            left,
+            Vec::<i32>::new(),
+            "{name}: children outlived the trial"
+        );
+    }
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit_with_a_clear_cause() {
+    if !have_cgroups() {
+        return;
+    }
+    let f = Fixture::new();
+    let marker = format!(
+        "{}.{}",
+        9000 + std::process::id() % 1000,
+        std::process::id()
+    );
+    // Forks sleeping children until fork fails (at most 400), reports how many it made,
+    // then exits 3 leaving them all behind.
+    let code = format!(
+        r#"
+import json, os, sys
+json.load(sys.stdin)
+made = 0
+for _ in range(400):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "{marker}"])
+    made += 1
+sys.stderr.write("made %d\n" % made)
+print(json.dumps(made))
+sys.exit(3)
+"#
+    );
+    let h = f.harness("bomb", &code);
+    let limits = TrialLimits {
+        pids: Some(32),
+        ..TrialLimits::default()
+    };
+    for (name, launcher) in launchers(limits) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        assert_eq!(t.status, "harness_error", "{name}");
+        let cause = t.error.clone().unwrap_or_default();
+        assert!(
+            cause.starts_with("exited with code 3; ")
+                && cause.contains("fork(s) refused at the trial's limit of 32 processes"),
+            "{name}: {cause}"
+        );
+        let left = survivors(&marker);
+        kill_all(&left);
+        assert_eq!(
+            left,
+            Vec::<i32>::new(),
+            "{name}: the bomb's children outlived it"
+        );
+    }
+}
+
+#[test]
+fn a_memory_hog_is_killed_at_its_limit_with_a_clear_cause() {
+    if !have_cgroups() {
+        return;
+    }
+    let f = Fixture::new();
+    // 1 GiB in 16 MiB pieces, each touched; a child process does the allocating, so the
+    // limit is shown to hold for the trial's processes together.
+    let code = r#"
+import json, subprocess, sys
+json.load(sys.stdin)
+hog = "b = []\nfor _ in range(64): b.append(bytearray(16 << 20))\nprint('survived')"
+r = subprocess.run([sys.executable, "-c", hog], capture_output=True, text=True)
+print(json.dumps(r.stdout.strip() or "killed %d" % r.returncode))
+"#;
+    let h = f.harness("hog", code);
+    // The attack is real: without a limit the child gets its gigabyte.
+    let bare = f.trial(&h, "run-bare", Arc::new(LocalLauncher::default()));
+    assert_eq!(answer(&bare), "survived");
+    let limits = TrialLimits {
+        memory_mb: Some(128),
+        ..TrialLimits::default()
+    };
+    for (name, launcher) in launchers(limits) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        // The harness itself survives to report that its child was killed (SIGKILL = 9).
+        assert_eq!(answer(&t), "killed -9", "{name}");
+        assert_eq!(t.status, "fail", "{name}");
+    }
+    // A harness that is itself the hog gets the cause on its trial.
+    let h = f.harness(
+        "hog-self",
+        "import json, sys\njson.load(sys.stdin)\nb = []\nfor _ in range(64): b.append(bytearray(16 << 20))\nprint(json.dumps('ok'))\n",
+    );
+    for (name, launcher) in launchers(limits) {
+        let t = f.trial(&h, &format!("run-self-{name}"), launcher);
+        assert_eq!(t.status, "harness_error", "{name}");
+        let cause = t.error.clone().unwrap_or_default();
+        assert!(
+            cause.contains("out of memory: the kernel killed")
+                && cause.contains("at the trial's limit of 128 MB"),
+            "{name}: {cause}"
+        );
+    }
+}
+
+#[test]
+fn a_cpu_quota_bounds_the_cpu_time_of_all_the_trials_processes() {
+    if !have_cgroups() {
+        return;
+    }
+    let f = Fixture::new();
+    // Two processes spin for 1.5 s of wall time each and report their CPU seconds together.
+    // With a quota of 0.1 CPU they can get at most 0.1 s per wall second (plus a period of
+    // slack); a busy machine only lowers that, so the bound cannot fail by noise.
+    let code = r#"
+import json, os, sys, time
+json.load(sys.stdin)
+def spin():
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        pass
+start = time.monotonic()
+pid = os.fork()
+spin()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+t = os.times()
+wall = time.monotonic() - start
+print(json.dumps("%f %f" % (t.user + t.system + t.children_user + t.children_system, wall)))
+"#;
+    let h = f.harness("burner", code);
+    let limits = TrialLimits {
+        cpus: Some(0.1),
+        ..TrialLimits::default()
+    };
+    for (name, launcher) in launchers(limits) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        // It ran to its end (its answer is its measurement, so the label scorer fails it).
+        assert_eq!(t.status, "fail", "{name}: {:?}", t.error);
+        let measured: Vec<f64> = answer(&t).split(' ').map(|x| x.parse().unwrap()).collect();
+        let (cpu, wall) = (measured[0], measured[1]);
+        assert!(
+            cpu <= 0.1 * wall + 0.2,
+            "{name}: {cpu:.2} CPU-s in {wall:.2} s under a 0.1-CPU quota"
+        );
+    }
+}
+
+#[test]
+fn an_io_limit_bounds_the_trials_disk_writes() {
+    if !have_cgroups() {
+        return;
+    }
+    let f = Fixture::new();
+    // 6 MB written with O_DIRECT (the page cache would hide the disk) into the working
+    // directory; under 2 MB/s that takes about 3 s at least (the kernel allows a short
+    // burst), and a busy machine only makes it slower.
+    let code = r#"
+import json, subprocess, sys, time
+json.load(sys.stdin)
+start = time.monotonic()
+r = subprocess.run(["dd", "if=/dev/zero", "of=io.bin", "bs=1M", "count=6", "oflag=direct"],
+                   capture_output=True, text=True)
+print(json.dumps("%d %f" % (r.returncode, time.monotonic() - start)))
+"#;
+    let h = f.harness("writer", code);
+    let limits = TrialLimits {
+        io_mbps: Some(2),
+        ..TrialLimits::default()
+    };
+    for (name, launcher) in launchers(limits) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        let measured = answer(&t);
+        let (code, secs) = measured.split_once(' ').unwrap();
+        let secs: f64 = secs.parse().unwrap();
+        eprintln!("{name}: 6 MB in {secs:.2} s under 2 MB/s");
+        if code != "0" {
+            // O_DIRECT is refused by some file systems (tmpfs): then there is nothing
+            // to throttle on this disk.
+            eprintln!("SKIPPED {name}: dd with O_DIRECT failed in the working directory");
+            continue;
+        }
+        assert!(
+            secs >= 2.0,
+            "{name}: 6 MB in {secs:.2} s under a 2 MB/s limit"
+        );
+    }
+}
