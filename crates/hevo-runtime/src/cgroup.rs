@@ -215,13 +215,17 @@ impl Cgroups {
             }
         }
         if v2.is_none() && v1.is_empty() {
-            return Err(if refused.is_empty() {
-                "no cgroup hierarchy is mounted".into()
-            } else {
-                format!(
-                    "no cgroup hierarchy is writable by this user ({})",
-                    refused.join("; ")
-                )
+            return Err(match refused.len() {
+                0 => "no cgroup hierarchy is mounted".into(),
+                1 => format!(
+                    "no cgroup hierarchy is writable by this user: {}",
+                    refused[0]
+                ),
+                n => format!(
+                    "no cgroup hierarchy is writable by this user: {} (and {} more)",
+                    refused[0],
+                    n - 1
+                ),
             });
         }
         let cgroups = Cgroups {

@@ -12,20 +12,28 @@ fn every_example_config_and_seed_loads() {
     let mut seen = 0;
     for entry in std::fs::read_dir(&examples).unwrap() {
         let dir = entry.unwrap().path();
-        let file = dir.join("hevo.toml");
-        if !file.exists() {
+        // `hevo.toml` and any other search configuration beside it (`pareto.toml`).
+        let Ok(files) = std::fs::read_dir(&dir) else {
             continue;
+        };
+        for file in files {
+            let file = file.unwrap().path();
+            let config_like = file.extension().is_some_and(|x| x == "toml")
+                && std::fs::read_to_string(&file).is_ok_and(|t| t.contains("\nseeds = "));
+            if !config_like {
+                continue;
+            }
+            let (config, file) = RunConfig::load(&file).unwrap_or_else(|e| panic!("{e}"));
+            for seed in &config.seeds {
+                let seed_dir = config.resolve(&file, seed);
+                Harness::load(&seed_dir).unwrap_or_else(|e| panic!("{}: {e}", seed_dir.display()));
+            }
+            seen += 1;
         }
-        let (config, file) = RunConfig::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        for seed in &config.seeds {
-            let seed_dir = config.resolve(&file, seed);
-            Harness::load(&seed_dir).unwrap_or_else(|e| panic!("{}: {e}", seed_dir.display()));
-        }
-        seen += 1;
     }
     assert!(
-        seen >= 3,
-        "expected the classify, sentiment and threshold searches, saw {seen}"
+        seen >= 4,
+        "expected the classify (and its pareto), sentiment and threshold searches, saw {seen}"
     );
 }
 
