@@ -13,7 +13,10 @@
 //! - `calls_after_final`: calls made after a response that already was the trial's final
 //!   answer;
 //! - `large_dump`: a stdout or stderr above [`LARGE_OUTPUT_BYTES`], or one request message
-//!   above [`LARGE_MESSAGE_CHARS`] characters (a whole file pasted into a prompt).
+//!   above [`LARGE_MESSAGE_CHARS`] characters (a whole file pasted into a prompt);
+//! - `rerun_passed_check` / `repeated_tool_output`: a tool call repeated after its first
+//!   result said it passed, or repeated with the same arguments and the same result
+//!   (`crate::diagnose_tools`).
 //!
 //! Every finding names its evidence: the file and the 1-based line range. The result is
 //! saved as `diagnosis.json` beside the candidate in the archive.
@@ -43,7 +46,7 @@ pub struct Evidence {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// A stable name of the check (`growing_input`, `repeated_output`, `repeated_prompt`,
-    /// `calls_after_final`, `large_dump`).
+    /// `calls_after_final`, `large_dump`, `rerun_passed_check`, `repeated_tool_output`).
     pub kind: String,
     /// What was found, with its numbers.
     pub finding: String,
@@ -158,7 +161,7 @@ fn diagnose_trial(row: &TrialRow, prefix: &Path, out: &mut Vec<Finding>) {
     let Ok(text) = std::fs::read_to_string(&trace) else {
         return;
     };
-    let calls = read_calls(&text);
+    let (calls, tools) = read_calls(&text);
     let ev = |a: usize, b: usize| Evidence {
         file: trace.clone(),
         lines: [a.min(b), a.max(b)],
@@ -272,6 +275,23 @@ fn diagnose_trial(row: &TrialRow, prefix: &Path, out: &mut Vec<Finding>) {
         }
     }
 
+    // Tool calls repeated after they passed, or with the same result.
+    for (kind, finding, cost, a, b) in tools.waste() {
+        let hint = if kind == "rerun_passed_check" {
+            "a check run again after it passed (stop once it passes, or keep its result)"
+        } else {
+            "a tool call repeated without new information (keep its result)"
+        };
+        out.push(Finding {
+            kind: kind.into(),
+            finding,
+            effect_on_pass_rate: outcome.clone(),
+            effect_on_cost: cost,
+            source: format!("{source}: {hint}"),
+            evidence: ev(a, b),
+        });
+    }
+
     // One huge message in a request.
     if let Some(c) = calls
         .iter()
@@ -327,8 +347,10 @@ fn is_answer(output: &str, answer: &str) -> bool {
     }
 }
 
-/// Pairs the trace's request and response lines into calls (by `seq`).
-fn read_calls(text: &str) -> Vec<Call> {
+/// Pairs the trace's request and response lines into calls (by `seq`), and collects the
+/// tool calls and results they carry.
+fn read_calls(text: &str) -> (Vec<Call>, crate::diagnose_tools::ToolLog) {
+    let mut tools = crate::diagnose_tools::ToolLog::default();
     let mut calls: Vec<(u64, Call)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
@@ -357,6 +379,7 @@ fn read_calls(text: &str) -> Vec<Call> {
         let body = &v["body"];
         match v["type"].as_str() {
             Some("request") => {
+                tools.request(body, i + 1);
                 call.request_line = Some(i + 1);
                 let prompt = body.get("messages").unwrap_or(body);
                 call.prompt = Some(prompt.to_string());
@@ -392,15 +415,17 @@ fn read_calls(text: &str) -> Vec<Call> {
                     .as_u64()
                     .or_else(|| u["output_tokens"].as_u64())
                     .unwrap_or(0);
+                let tokens = input.map(|x| x + call.output_tokens);
+                tools.response(body, i + 1, tokens);
             }
             _ => {}
         }
     }
-    calls.into_iter().map(|(_, c)| c).collect()
+    (calls.into_iter().map(|(_, c)| c).collect(), tools)
 }
 
 /// The text of a message's content: a string, or the `text` of its parts.
-fn content_text(v: &Value) -> String {
+pub(crate) fn content_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
@@ -505,5 +530,206 @@ mod tests {
         let back: Diagnosis =
             serde_json::from_slice(&std::fs::read(cand.join(DIAGNOSIS_FILE)).unwrap()).unwrap();
         assert_eq!(back, d);
+    }
+
+    /// Writes a gateway trace from `(seq, type, api, body)` lines; returns the prefix.
+    fn raw_trace(dir: &Path, lines: &[(u64, &str, &str, Value)]) -> PathBuf {
+        let p = dir.join("c1/t1/0");
+        std::fs::create_dir_all(&p).unwrap();
+        let text: String = lines
+            .iter()
+            .map(|(seq, ty, api, body)| {
+                format!(
+                    "{}\n",
+                    json!({"seq": seq, "type": ty, "api": api, "body": body})
+                )
+            })
+            .collect();
+        std::fs::write(p.join("model_calls.jsonl"), text).unwrap();
+        p
+    }
+
+    fn kinds(d: &Diagnosis) -> Vec<&str> {
+        d.findings.iter().map(|f| f.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn a_check_rerun_after_it_passed_is_found_in_openai_chat() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = json!({"role": "user", "content": "fix the bug"});
+        let ask = |id: &str, args: &str| {
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": "run_tests", "arguments": args}}]})
+        };
+        let result =
+            |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
+        let usage = |n: u64| json!({"prompt_tokens": n, "completion_tokens": 10});
+        let p = raw_trace(
+            tmp.path(),
+            &[
+                (0, "request", "openai", json!({"messages": [user]})),
+                (
+                    0,
+                    "response",
+                    "openai",
+                    json!({"choices": [{"message": ask("c1", "{\"path\": \"tests\"}")}], "usage": usage(50)}),
+                ),
+                (
+                    1,
+                    "request",
+                    "openai",
+                    json!({"messages": [user, ask("c1", "{\"path\": \"tests\"}"),
+                    result("c1", "===== 5 passed in 0.10s =====")]}),
+                ),
+                (
+                    1,
+                    "response",
+                    "openai",
+                    json!({"choices": [{"message": ask("c2", "{\"path\":\"tests\"}")}], "usage": usage(60)}),
+                ),
+                (
+                    2,
+                    "request",
+                    "openai",
+                    json!({"messages": [user, ask("c1", "{\"path\": \"tests\"}"),
+                    result("c1", "===== 5 passed in 0.10s ====="), ask("c2", "{\"path\":\"tests\"}"),
+                    result("c2", "===== 5 passed in 0.12s =====")]}),
+                ),
+                (
+                    2,
+                    "response",
+                    "openai",
+                    json!({"choices": [{"message": {"role": "assistant", "content": "done"}}], "usage": usage(70)}),
+                ),
+            ],
+        );
+        let d = diagnose("rerun", &[row(&p, "done")]);
+        assert_eq!(kinds(&d), ["rerun_passed_check"], "{:?}", d.findings);
+        let f = &d.findings[0];
+        // From the request that first showed the pass to the request holding the re-run's result.
+        assert_eq!(f.evidence.lines, [3, 5]);
+        assert!(
+            f.finding
+                .contains("`run_tests {\"path\":\"tests\"}` passed"),
+            "{f:?}"
+        );
+        assert!(f.finding.contains("run 1 more time(s)"), "{f:?}");
+        assert!(
+            f.effect_on_cost
+                .starts_with("70 tokens in the 1 model call(s)"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_tool_repeated_with_the_same_result_is_found_in_anthropic_messages() {
+        let tmp = tempfile::tempdir().unwrap();
+        let use_ = |id: &str| json!({"type": "tool_use", "id": id, "name": "grep", "input": {"pattern": "foo"}});
+        let res = |id: &str| json!({"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": "no matches"}]});
+        let user = json!({"role": "user", "content": "where is foo?"});
+        let usage = json!({"input_tokens": 40, "output_tokens": 5});
+        let p = raw_trace(
+            tmp.path(),
+            &[
+                (0, "request", "anthropic", json!({"messages": [user]})),
+                (
+                    0,
+                    "response",
+                    "anthropic",
+                    json!({"content": [use_("t1")], "usage": usage}),
+                ),
+                (
+                    1,
+                    "request",
+                    "anthropic",
+                    json!({"messages": [user,
+                    {"role": "assistant", "content": [use_("t1")]}, {"role": "user", "content": [res("t1")]}]}),
+                ),
+                (
+                    1,
+                    "response",
+                    "anthropic",
+                    json!({"content": [use_("t2")], "usage": usage}),
+                ),
+                (
+                    2,
+                    "request",
+                    "anthropic",
+                    json!({"messages": [user,
+                    {"role": "assistant", "content": [use_("t1")]}, {"role": "user", "content": [res("t1")]},
+                    {"role": "assistant", "content": [use_("t2")]}, {"role": "user", "content": [res("t2")]}]}),
+                ),
+                (
+                    2,
+                    "response",
+                    "anthropic",
+                    json!({"content": [{"type": "text", "text": "nowhere"}], "usage": usage}),
+                ),
+            ],
+        );
+        let d = diagnose("repeat", &[row(&p, "nowhere")]);
+        assert_eq!(kinds(&d), ["repeated_tool_output"], "{:?}", d.findings);
+        assert_eq!(d.findings[0].evidence.lines, [2, 5]);
+        assert!(
+            d.findings[0].finding.contains("ran 2 times"),
+            "{:?}",
+            d.findings[0]
+        );
+    }
+
+    #[test]
+    fn responses_items_parallel_calls_and_new_arguments_are_told_apart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let call = |id: &str, cmd: &str| json!({"type": "function_call", "call_id": id, "name": "sh", "arguments": json!({"cmd": cmd}).to_string()});
+        let out = |id: &str, text: &str| json!({"type": "function_call_output", "call_id": id, "output": text});
+        let usage = json!({"input_tokens": 70, "output_tokens": 3});
+        let p = raw_trace(
+            tmp.path(),
+            &[
+                (0, "request", "openai", json!({"input": "build it"})),
+                // Two identical calls asked together (no result known yet), one other.
+                (
+                    0,
+                    "response",
+                    "openai",
+                    json!({"output": [call("a", "make check"), call("b", "make check"), call("c", "ls")], "usage": usage}),
+                ),
+                (
+                    1,
+                    "request",
+                    "openai",
+                    json!({"input": [call("a", "make check"), out("a", "exit code 0"),
+                    call("b", "make check"), out("b", "exit code 0"), call("c", "ls"), out("c", "Makefile")]}),
+                ),
+                (
+                    1,
+                    "response",
+                    "openai",
+                    json!({"output": [call("d", "make check"), call("e", "ls -l")], "usage": usage}),
+                ),
+                (
+                    2,
+                    "request",
+                    "openai",
+                    json!({"input": [call("d", "make check"), out("d", "exit code 0"), call("e", "ls -l"), out("e", "Makefile")]}),
+                ),
+                (
+                    2,
+                    "response",
+                    "openai",
+                    json!({"output": [{"type": "message", "content": [{"type": "output_text", "text": "built"}]}], "usage": usage}),
+                ),
+            ],
+        );
+        let d = diagnose("mixed", &[row(&p, "built")]);
+        // `make check` passed (call a) and `d` was asked after that: one re-run, not two
+        // (`b` was asked in the same response as `a`); `ls` and `ls -l` differ.
+        assert_eq!(kinds(&d), ["rerun_passed_check"], "{:?}", d.findings);
+        assert!(
+            d.findings[0].finding.contains("run 1 more time(s)"),
+            "{:?}",
+            d.findings[0]
+        );
+        assert_eq!(d.findings[0].evidence.lines, [3, 5]);
     }
 }

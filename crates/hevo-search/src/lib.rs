@@ -22,6 +22,7 @@
 pub mod archive;
 pub mod config;
 pub mod diagnose;
+mod diagnose_tools;
 pub mod finalize;
 pub mod harnesspro;
 pub mod objective;

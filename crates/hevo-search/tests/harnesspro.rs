@@ -48,7 +48,8 @@ s.serve_forever()
 "#;
 
 /// The harness: one call with `shots` examples of 100 words each; `waste = true` plants
-/// waste (a growing history, a repeated prompt, calls after the answer, a huge stderr).
+/// waste (a growing history, a repeated prompt, calls after the answer, a test tool re-run
+/// after it passed, a huge stderr).
 const HARNESS: &str = r#"
 import json, os, sys, urllib.request
 task = json.loads(sys.stdin.read())
@@ -67,6 +68,13 @@ if p.get("waste"):
         messages = messages + [{"role": "assistant", "content": answer}, {"role": "user", "content": prompt}]
         call(messages)
     call(messages)
+    # A test tool run twice: the second run after the first said it passed.
+    def run(i):
+        return [{"role": "assistant", "content": "", "tool_calls": [{"id": f"t{i}", "type": "function",
+                 "function": {"name": "run_tests", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": f"t{i}", "content": "3 passed in 0.01s"}]
+    call(messages + run(1))
+    call(messages + run(1) + run(2))
     sys.stderr.write("debug dump " * 10000)
 print(json.dumps({"answer": answer}))
 "#;
@@ -332,6 +340,7 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         "repeated_prompt",
         "calls_after_final",
         "large_dump",
+        "rerun_passed_check",
     ] {
         let hits: Vec<_> = d.findings.iter().filter(|f| f.kind == kind).collect();
         let kinds: Vec<&str> = d.findings.iter().map(|f| f.kind.as_str()).collect();
@@ -350,7 +359,7 @@ fn pareto_search_picks_three_tiers_and_finalize_agrees_with_the_store() {
         .iter()
         .find(|f| f.kind == "calls_after_final")
         .unwrap();
-    assert!(after.finding.contains("3 more call(s)"), "{after:?}");
+    assert!(after.finding.contains("5 more call(s)"), "{after:?}");
 }
 
 /// The epoch loop's suite and config: seeds `shots1` (the initial harness) and `shots2`, 6
