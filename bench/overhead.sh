@@ -11,6 +11,11 @@
 # params.json, captures stdout/stderr to the trace directory, scores the answer (`exact`)
 # and writes one SQLite row. The ratio hevo / plain runner is the number to watch
 # (target: within 1.2x of the plain runner).
+#
+# hevo runs three ways: `hevo-bare` (HEVO_SANDBOX=off HEVO_CGROUP=off: the runner alone),
+# `hevo-cgroup` (no sandbox, a cgroup per trial) and `hevo` (the defaults: bubblewrap and a
+# cgroup per trial, where this machine allows them). The ratios between them are what
+# containment costs per trial.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,18 +78,22 @@ for round in $(seq "$ROUNDS"); do
     "$(timeit loop loop_runner)" \
     "$(timeit xargs sh -c "cd '$ROOT/inputs' && ls | xargs -P $JOBS -I{} sh -c \"sh '$H' < {}\"")" \
     "$(timeit parallel sh -c "cd '$ROOT/inputs' && ls | parallel -j $JOBS \"sh '$H' < {}\"")" \
+    "$(rm -rf "$ROOT/run"; timeit hevo-bare env HEVO_SANDBOX=off HEVO_CGROUP=off "$HEVO" eval \
+        "$ROOT/harness" --suite "$ROOT/suite" --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --json)" \
+    "$(rm -rf "$ROOT/run"; timeit hevo-cgroup env HEVO_SANDBOX=off "$HEVO" eval "$ROOT/harness" \
+        --suite "$ROOT/suite" --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --json)" \
     "$(rm -rf "$ROOT/run"; timeit hevo "$HEVO" eval "$ROOT/harness" --suite "$ROOT/suite" \
         --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --json)"; do
     record "${r%% *}" "${r#* }"
   done
-  echo "round $round: loop ${secs[loop]} xargs ${secs[xargs]} parallel ${secs[parallel]} hevo ${secs[hevo]} (best so far)" >&2
+  echo "round $round: loop ${secs[loop]} xargs ${secs[xargs]} parallel ${secs[parallel]} hevo-bare ${secs[hevo-bare]} hevo-cgroup ${secs[hevo-cgroup]} hevo ${secs[hevo]} (best so far)" >&2
 done
 n_pass=$(sqlite3 "$ROOT/run/hevo.db" "select count(*) from trials where status='pass'" 2>/dev/null \
   || echo "?")
 
 echo "tasks=$TASKS jobs=$JOBS cores=$(nproc) (hevo trials passed: $n_pass)"
 best=loop
-for k in loop xargs parallel hevo; do
+for k in loop xargs parallel hevo-bare hevo-cgroup hevo; do
   printf '%-9s %8.2f s  %6.2f ms/trial   (all rounds: %s)\n' "$k" "${secs[$k]}" \
     "$(echo "1000 * ${secs[$k]} / $TASKS" | bc -l)" "${all[$k]}"
 done
@@ -92,7 +101,11 @@ for k in xargs parallel; do
   if [ "$(echo "${secs[$k]} < ${secs[$best]}" | bc -l)" = 1 ]; then best=$k; fi
 done
 for k in loop xargs parallel; do
-  printf 'ratio hevo/%-9s %.2f\n' "$k" "$(echo "${secs[hevo]} / ${secs[$k]}" | bc -l)"
+  printf 'ratio hevo-bare/%-9s %.2f\n' "$k" "$(echo "${secs[hevo-bare]} / ${secs[$k]}" | bc -l)"
 done
-printf 'ratio hevo/fastest plain runner (%s): %.2f (target <= 1.2)\n' "$best" \
-  "$(echo "${secs[hevo]} / ${secs[$best]}" | bc -l)"
+printf 'ratio hevo-bare/fastest plain runner (%s): %.2f (target <= 1.2)\n' "$best" \
+  "$(echo "${secs[hevo-bare]} / ${secs[$best]}" | bc -l)"
+printf 'ratio hevo-cgroup/hevo-bare %.2f (a cgroup per trial)\n' \
+  "$(echo "${secs[hevo-cgroup]} / ${secs[hevo-bare]}" | bc -l)"
+printf 'ratio hevo/hevo-bare %.2f (bubblewrap and a cgroup per trial: the defaults)\n' \
+  "$(echo "${secs[hevo]} / ${secs[hevo-bare]}" | bc -l)"
