@@ -18,6 +18,9 @@ use hevo_runtime::report::{EvalReport, TrialReport};
 use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
 
+mod support;
+use support::{kill_all, survivors};
+
 /// Whether cgroups can be made here; panics under `HEVO_TEST_CGROUP=1` when they cannot.
 fn have_cgroups() -> bool {
     match Cgroups::get() {
@@ -104,31 +107,6 @@ impl Fixture {
         let plan = eval::plan(o).unwrap();
         let report: EvalReport = eval::run_with(&plan, launcher, None).unwrap();
         report.tasks[0].details[0].clone()
-    }
-}
-
-/// Host processes whose command line contains `marker`.
-fn survivors(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(marker) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
-fn kill_all(pids: &[i32]) {
-    for pid in pids {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
     }
 }
 

@@ -21,6 +21,9 @@ use hevo_runtime::report::EvalReport;
 use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
 
+mod support;
+use support::{kill_all, survivors};
+
 fn sandbox() -> Option<Arc<dyn Launcher>> {
     let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
     match SandboxLauncher::new("/usr/bin/bwrap".into(), init, SandboxOptions::default()) {
@@ -231,22 +234,6 @@ print(json.dumps("started"))
     )
 }
 
-/// Host processes whose command line contains `marker`.
-fn survivors(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(marker) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
 #[test]
 fn setsid_children_die_with_the_trial() {
     let Some(sandbox) = sandbox() else { return };
@@ -265,12 +252,7 @@ fn setsid_children_die_with_the_trial() {
     );
     assert_eq!(answers(&local), vec!["started"]);
     let escaped = survivors(&marker);
-    for pid in &escaped {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    kill_all(&escaped);
     assert_eq!(escaped.len(), 50, "unsandboxed setsid children");
     let boxed = run(f.options(&h, &suite, "run-boxed"), sandbox);
     assert_eq!(answers(&boxed), vec!["started"]);

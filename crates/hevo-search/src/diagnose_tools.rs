@@ -72,92 +72,27 @@ impl ToolLog {
 
     /// Records what a response asked for (line `line`, the call's tokens).
     pub(crate) fn response(&mut self, body: &Value, line: usize, tokens: Option<u64>) {
-        for tc in body["choices"][0]["message"]["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let f = &tc["function"];
-            self.use_of(
-                str_of(&tc["id"]),
-                str_of(&f["name"]),
-                &f["arguments"],
-                line,
-                tokens,
-            );
-        }
-        for block in body["content"].as_array().into_iter().flatten() {
-            if block["type"] == "tool_use" {
-                self.use_of(
-                    str_of(&block["id"]),
-                    str_of(&block["name"]),
-                    &block["input"],
-                    line,
-                    tokens,
-                );
-            }
-        }
-        for item in body["output"].as_array().into_iter().flatten() {
-            if item["type"] == "function_call" {
-                self.use_of(
-                    str_of(&item["call_id"]),
-                    str_of(&item["name"]),
-                    &item["arguments"],
-                    line,
-                    tokens,
-                );
+        let openai = std::iter::once(&body["choices"][0]["message"]);
+        let anthropic = std::iter::once(body);
+        let responses = body["output"].as_array().into_iter().flatten();
+        for part in openai.chain(anthropic).chain(responses) {
+            for (id, name, args) in uses_in(part) {
+                self.use_of(id, name, args, line, tokens);
             }
         }
     }
 
     /// Records the tool history and results a request carries (line `line`).
     pub(crate) fn request(&mut self, body: &Value, line: usize) {
-        for m in body["messages"].as_array().into_iter().flatten() {
-            for tc in m["tool_calls"].as_array().into_iter().flatten() {
-                let f = &tc["function"];
-                self.use_of(
-                    str_of(&tc["id"]),
-                    str_of(&f["name"]),
-                    &f["arguments"],
-                    line,
-                    None,
-                );
+        let messages = body["messages"].as_array().into_iter().flatten();
+        let items = body["input"].as_array().into_iter().flatten();
+        for part in messages.chain(items) {
+            for (id, name, args) in uses_in(part) {
+                self.use_of(id, name, args, line, None);
             }
-            if m["role"] == "tool" {
-                let text = crate::diagnose::content_text(&m["content"]);
-                self.result_of(str_of(&m["tool_call_id"]), text, line);
-            }
-            for block in m["content"].as_array().into_iter().flatten() {
-                match block["type"].as_str() {
-                    Some("tool_use") => self.use_of(
-                        str_of(&block["id"]),
-                        str_of(&block["name"]),
-                        &block["input"],
-                        line,
-                        None,
-                    ),
-                    Some("tool_result") => {
-                        let text = crate::diagnose::content_text(&block["content"]);
-                        self.result_of(str_of(&block["tool_use_id"]), text, line);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for item in body["input"].as_array().into_iter().flatten() {
-            match item["type"].as_str() {
-                Some("function_call") => self.use_of(
-                    str_of(&item["call_id"]),
-                    str_of(&item["name"]),
-                    &item["arguments"],
-                    line,
-                    None,
-                ),
-                Some("function_call_output") => {
-                    let text = crate::diagnose::content_text(&item["output"]);
-                    self.result_of(str_of(&item["call_id"]), text, line);
-                }
-                _ => {}
+            for (id, content) in results_in(part) {
+                let text = crate::diagnose::content_text(content);
+                self.result_of(id, text, line);
             }
         }
     }
@@ -239,6 +174,47 @@ impl ToolLog {
         }
         out
     }
+}
+
+/// The tool uses in one message, content-carrying body or item: OpenAI chat `tool_calls`,
+/// Anthropic `tool_use` blocks, a Responses `function_call` item; as (id, name, arguments).
+fn uses_in(v: &Value) -> Vec<(&str, &str, &Value)> {
+    let mut out = Vec::new();
+    for tc in v["tool_calls"].as_array().into_iter().flatten() {
+        let f = &tc["function"];
+        out.push((str_of(&tc["id"]), str_of(&f["name"]), &f["arguments"]));
+    }
+    for block in v["content"].as_array().into_iter().flatten() {
+        if block["type"] == "tool_use" {
+            out.push((
+                str_of(&block["id"]),
+                str_of(&block["name"]),
+                &block["input"],
+            ));
+        }
+    }
+    if v["type"] == "function_call" {
+        out.push((str_of(&v["call_id"]), str_of(&v["name"]), &v["arguments"]));
+    }
+    out
+}
+
+/// The tool results in one message or item: an OpenAI `role: "tool"` message, Anthropic
+/// `tool_result` blocks, a Responses `function_call_output` item; as (id, content).
+fn results_in(v: &Value) -> Vec<(&str, &Value)> {
+    let mut out = Vec::new();
+    if v["role"] == "tool" {
+        out.push((str_of(&v["tool_call_id"]), &v["content"]));
+    }
+    for block in v["content"].as_array().into_iter().flatten() {
+        if block["type"] == "tool_result" {
+            out.push((str_of(&block["tool_use_id"]), &block["content"]));
+        }
+    }
+    if v["type"] == "function_call_output" {
+        out.push((str_of(&v["call_id"]), &v["output"]));
+    }
+    out
 }
 
 fn str_of(v: &Value) -> &str {

@@ -1,0 +1,29 @@
+//! Helpers shared by this crate's test binaries (`mod support;` in each).
+#![allow(dead_code)]
+
+/// Host processes whose command line contains `marker` (e.g. the seconds of a `sleep`
+/// an attacker harness left running).
+pub fn survivors(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// SIGKILL to each of `pids` (clean-up after a test that showed they escaped).
+pub fn kill_all(pids: &[i32]) {
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
