@@ -237,6 +237,7 @@ pub(crate) async fn run_local(
     };
     // An absolute program path lets std use posix_spawn (vfork-like) instead of fork, which
     // it cannot do when the child's PATH differs from ours and the program is a bare name.
+    // (A launch with a cgroup forks anyway: joining it is a `pre_exec` hook.)
     let resolved = resolve_program(program, &spec.env);
     let mut cmd = tokio::process::Command::new(&resolved);
     cmd.args(&spec.argv[1..])
