@@ -12,6 +12,7 @@
 # and writes one SQLite row. The ratio hevo / plain runner is the number to watch
 # (target: within 1.2x of the plain runner).
 #
+# The harness calls no model, so hevo runs with --no-model (no gateway, no model load).
 # hevo runs three ways: `hevo-bare` (HEVO_SANDBOX=off HEVO_CGROUP=off: the runner alone),
 # `hevo-cgroup` (no sandbox, a cgroup per trial) and `hevo` (the defaults: bubblewrap and a
 # cgroup per trial, where this machine allows them). The ratios between them are what
@@ -79,11 +80,11 @@ for round in $(seq "$ROUNDS"); do
     "$(timeit xargs sh -c "cd '$ROOT/inputs' && ls | xargs -P $JOBS -I{} sh -c \"sh '$H' < {}\"")" \
     "$(timeit parallel sh -c "cd '$ROOT/inputs' && ls | parallel -j $JOBS \"sh '$H' < {}\"")" \
     "$(rm -rf "$ROOT/run"; timeit hevo-bare env HEVO_SANDBOX=off HEVO_CGROUP=off "$HEVO" eval \
-        "$ROOT/harness" --suite "$ROOT/suite" --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --json)" \
+        "$ROOT/harness" --suite "$ROOT/suite" --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --no-model --json)" \
     "$(rm -rf "$ROOT/run"; timeit hevo-cgroup env HEVO_SANDBOX=off "$HEVO" eval "$ROOT/harness" \
-        --suite "$ROOT/suite" --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --json)" \
+        --suite "$ROOT/suite" --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --no-model --json)" \
     "$(rm -rf "$ROOT/run"; timeit hevo "$HEVO" eval "$ROOT/harness" --suite "$ROOT/suite" \
-        --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --json)"; do
+        --jobs "$JOBS" --run-dir "$ROOT/run" --no-progress --no-model --json)"; do
     record "${r%% *}" "${r#* }"
   done
   echo "round $round: loop ${secs[loop]} xargs ${secs[xargs]} parallel ${secs[parallel]} hevo-bare ${secs[hevo-bare]} hevo-cgroup ${secs[hevo-cgroup]} hevo ${secs[hevo]} (best so far)" >&2
