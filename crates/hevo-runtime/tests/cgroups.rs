@@ -19,7 +19,7 @@ use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
 
 mod support;
-use support::{kill_all, survivors};
+use support::{kill_all, marker, survivors};
 
 /// Whether cgroups can be made here; panics under `HEVO_TEST_CGROUP=1` when they cannot.
 fn have_cgroups() -> bool {
@@ -123,11 +123,7 @@ fn setsid_and_double_forked_children_die_with_the_trial_even_unsandboxed() {
         return;
     }
     let f = Fixture::new();
-    let marker = format!(
-        "{}.{}",
-        8000 + std::process::id() % 1000,
-        std::process::id()
-    );
+    let marker = marker(8000);
     // 25 `setsid` children and 25 double-forked daemons (reparented to init at once).
     let code = format!(
         r#"
@@ -186,11 +182,7 @@ fn a_fork_bomb_stops_at_the_process_limit_with_a_clear_cause() {
         return;
     }
     let f = Fixture::new();
-    let marker = format!(
-        "{}.{}",
-        9000 + std::process::id() % 1000,
-        std::process::id()
-    );
+    let marker = marker(9000);
     // Forks sleeping children until fork fails (at most 400), reports how many it made,
     // then exits 3 leaving them all behind.
     let code = format!(

@@ -22,7 +22,7 @@ use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
 
 mod support;
-use support::{kill_all, survivors};
+use support::{kill_all, marker, survivors};
 
 fn sandbox() -> Option<Arc<dyn Launcher>> {
     let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
@@ -239,11 +239,7 @@ fn setsid_children_die_with_the_trial() {
     let Some(sandbox) = sandbox() else { return };
     let f = Fixture::new();
     let suite = f.suite(1);
-    let marker = format!(
-        "{}.{}",
-        7000 + std::process::id() % 1000,
-        std::process::id()
-    );
+    let marker = marker(7000);
     let h = f.harness("escaper", &setsid_harness(&marker));
     // The attack is real: the local launcher's process-group kill misses them.
     let local = run(
@@ -497,11 +493,7 @@ fn a_hung_trial_times_out_and_leaves_no_process() {
     let Some(sandbox) = sandbox() else { return };
     let f = Fixture::new();
     let suite = f.suite(1);
-    let marker = format!(
-        "{}.{}",
-        8000 + std::process::id() % 1000,
-        std::process::id()
-    );
+    let marker = marker(8000);
     let code = format!(
         r#"
 import json, signal, subprocess, sys, time

@@ -27,3 +27,10 @@ pub fn kill_all(pids: &[i32]) {
         );
     }
 }
+
+/// A `sleep` argument unique to this test process (`<base + pid % 1000>.<pid>` seconds),
+/// so [`survivors`] finds exactly the processes this test's harness started.
+pub fn marker(base: u32) -> String {
+    let pid = std::process::id();
+    format!("{}.{pid}", base + pid % 1000)
+}
