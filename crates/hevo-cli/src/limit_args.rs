@@ -25,11 +25,6 @@ pub struct LimitArgs {
 impl LimitArgs {
     /// The limits, with the defaults where a flag is not given.
     pub fn limits(&self) -> TrialLimits {
-        TrialLimits {
-            memory_mb: self.mem_mb,
-            pids: self.pids.or(TrialLimits::default().pids),
-            cpus: self.cpus.map(f64::from),
-            io_mbps: self.io_mbps,
-        }
+        TrialLimits::configured(self.mem_mb, self.cpus, self.pids, self.io_mbps)
     }
 }

@@ -48,17 +48,28 @@ pub struct TrialLimits {
 impl TrialLimits {
     /// The process limit when none is configured: a fork bomb stops there.
     pub const DEFAULT_PIDS: u64 = 1024;
+
+    /// The limits a user configured (`[executor]` keys or the matching flags), with the
+    /// defaults where one is not given: whole CPUs, MB, processes, MB/s.
+    pub fn configured(
+        mem_mb: Option<u64>,
+        cpus: Option<u32>,
+        pids: Option<u64>,
+        io_mbps: Option<u64>,
+    ) -> TrialLimits {
+        TrialLimits {
+            memory_mb: mem_mb,
+            pids: pids.or(Some(TrialLimits::DEFAULT_PIDS)),
+            cpus: cpus.map(f64::from),
+            io_mbps,
+        }
+    }
 }
 
 impl Default for TrialLimits {
     /// Processes bounded by [`TrialLimits::DEFAULT_PIDS`]; memory, CPU and IO unlimited.
     fn default() -> TrialLimits {
-        TrialLimits {
-            memory_mb: None,
-            pids: Some(TrialLimits::DEFAULT_PIDS),
-            cpus: None,
-            io_mbps: None,
-        }
+        TrialLimits::configured(None, None, None, None)
     }
 }
 

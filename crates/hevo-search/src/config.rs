@@ -202,13 +202,12 @@ pub struct ExecutorConfig {
 impl ExecutorConfig {
     /// The limits of each local launch's cgroup (trial, `prepare`, scorer, agent).
     pub fn limits(&self) -> hevo_runtime::cgroup::TrialLimits {
-        let default = hevo_runtime::cgroup::TrialLimits::default();
-        hevo_runtime::cgroup::TrialLimits {
-            memory_mb: self.mem_mb,
-            pids: self.pids.or(default.pids),
-            cpus: self.cpus.map(f64::from),
-            io_mbps: self.io_mbps,
-        }
+        hevo_runtime::cgroup::TrialLimits::configured(
+            self.mem_mb,
+            self.cpus,
+            self.pids,
+            self.io_mbps,
+        )
     }
 
     /// The launcher every trial-side process of a run in `run_dir` goes through. A Slurm
