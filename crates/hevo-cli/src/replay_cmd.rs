@@ -25,8 +25,12 @@ use crate::CliError;
                   truth, and the shares of full-search evaluations and cost used.\n\n\
                   Strategies: full, fixed (Naive), resample (Random-Resample), coevolve \
                   (Task-CoEvolve; --estimator hajek|residual|auto), screen (GEPA), race \
-                  (paired racing), default (recommended: racing + playoff + Rasch-GREG \
-                  re-estimation), or all."
+                  (paired racing), default (recommended: every newcomer screened against the \
+                  best exactly known candidate, contenders verified by racing them to every \
+                  val task, the pick on exact scores), or all.\n\n\
+                  Workloads: a logged matrix; --attempts K on a pass@1 file (near-identical \
+                  attempts); --sample CxT for a small seeded field; --synth CxT (Rasch); \
+                  --synth-cost LOG_SD for heavy-tailed dollars on any of them."
 )]
 pub struct Args {
     /// The outcome matrix: CSV with header `candidate,task,outcome[,cost_usd]`, one row per cell.
@@ -42,11 +46,17 @@ pub struct Args {
     /// Seed of the synthetic matrix (and of the attempts drawn by --attempts).
     #[arg(long, default_value_t = 1)]
     pub synth_seed: u64,
-    /// Give the synthetic matrix per-cell costs: log-normal per-task costs with this
-    /// log-sd (1.0 = heavy-tailed), correlated 0.5 with task difficulty (hard tasks cost
-    /// more), times a log-normal per-candidate multiplier (log-sd 0.5).
-    #[arg(long, value_name = "LOG_SD", requires = "synth")]
+    /// Give the matrix (synthetic or a file without costs) seeded per-cell costs:
+    /// log-normal per-task costs with this log-sd (1.0 = heavy-tailed), correlated 0.5 with
+    /// task difficulty (hard tasks cost more), times a log-normal per-candidate multiplier
+    /// (log-sd 0.5).
+    #[arg(long, value_name = "LOG_SD", conflicts_with = "cost")]
     pub synth_cost: Option<f64>,
+    /// Replay a seeded sample of the matrix file: CANDIDATES (with --attempts: models, each
+    /// with all its attempts) and TASKS, e.g. `--attempts 5 --sample 13x80` for a small
+    /// field of 13 agents x 5 attempts on 80 tasks. Seeded by --synth-seed.
+    #[arg(long, value_name = "CxT", conflicts_with = "synth")]
+    pub sample: Option<String>,
     /// Read MATRIX as `candidate,task,pass_at_1` (a `.extra.csv`) and turn every candidate
     /// into K attempts with Bernoulli(pass_at_1) outcomes (seeded by --synth-seed): attempts
     /// of one candidate differ only by noise, as children of one parent do in a live search.
@@ -150,7 +160,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             return Err(user(format!("--synth-cost {sd} must be a log-sd >= 0")));
         }
     }
-    let matrix = match (&args.synth, &args.matrix) {
+    let mut matrix = match (&args.synth, &args.matrix) {
         (Some(spec), _) => synth_matrix(spec, &args)?,
         (None, Some(path)) if args.attempts.is_some() => {
             let k = args.attempts.unwrap_or(1);
@@ -168,6 +178,27 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         }
         (None, None) => return Err(user("give a MATRIX file or --synth CxT".into())),
     };
+    if let Some(spec) = &args.sample {
+        let (groups, tasks) = dims("--sample", spec)?;
+        let group = args.attempts.unwrap_or(1);
+        matrix = matrix.sample(groups, group, tasks, args.synth_seed);
+        if matrix.candidates.len() < 3 || matrix.tasks.len() < 2 {
+            return Err(user(format!(
+                "--sample {spec}: the sample has {} candidates and {} tasks; replay needs at \
+                 least 3 candidates and 2 tasks",
+                matrix.candidates.len(),
+                matrix.tasks.len()
+            )));
+        }
+    }
+    if let (Some(sd), None) = (args.synth_cost, &args.synth) {
+        if matrix.cost.is_some() {
+            return Err(user(
+                "--synth-cost: the matrix already has costs (a cost_usd column); drop one".into(),
+            ));
+        }
+        matrix = matrix.with_synthetic_costs(sd, args.synth_seed);
+    }
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -193,16 +224,22 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A seeded synthetic Rasch matrix (`hevo_stats::synth`, near-identical candidates).
-fn synth_matrix(spec: &str, args: &Args) -> Result<Matrix, CliError> {
+/// The `CANDIDATESxTASKS` of `--synth` or `--sample`.
+fn dims(flag: &str, spec: &str) -> Result<(usize, usize), CliError> {
     let bad = || {
         user(format!(
-            "--synth `{spec}`: expected CANDIDATESxTASKS, e.g. 60x200"
+            "{flag} `{spec}`: expected CANDIDATESxTASKS, e.g. 60x200"
         ))
     };
     let (c, t) = spec.split_once('x').ok_or_else(bad)?;
     let c: usize = c.trim().parse().map_err(|_| bad())?;
     let t: usize = t.trim().parse().map_err(|_| bad())?;
+    Ok((c, t))
+}
+
+/// A seeded synthetic Rasch matrix (`hevo_stats::synth`, near-identical candidates).
+fn synth_matrix(spec: &str, args: &Args) -> Result<Matrix, CliError> {
+    let (c, t) = dims("--synth", spec)?;
     if c < 3 || t < 2 {
         return Err(user(
             "--synth needs at least 3 candidates and 2 tasks".into(),

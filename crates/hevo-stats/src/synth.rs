@@ -266,34 +266,7 @@ pub fn rasch_matrix(
         })
         .collect();
 
-    assert!(
-        (-1.0..=1.0).contains(&p.cost_difficulty_corr),
-        "synth: cost_difficulty_corr = {}",
-        p.cost_difficulty_corr
-    );
-    let r = p.cost_difficulty_corr;
-    let d_mean = difficulty.iter().sum::<f64>() / n_tasks.max(1) as f64;
-    let d_sd = (difficulty.iter().map(|d| (d - d_mean).powi(2)).sum::<f64>()
-        / n_tasks.max(1) as f64)
-        .sqrt();
-    let mut rng = stream(seed, 3);
-    let task_cost: Vec<f64> = difficulty
-        .iter()
-        .map(|d| {
-            let z = std_normal(&mut rng);
-            let dz = if d_sd > 0.0 { (d - d_mean) / d_sd } else { 0.0 };
-            let mix = if r == 0.0 {
-                z
-            } else {
-                r * dz + (1.0 - r * r).sqrt() * z
-            };
-            (p.cost_log_sd * mix).exp()
-        })
-        .collect();
-    let mut rng = stream(seed, 5);
-    let candidate_cost: Vec<f64> = (0..n_candidates)
-        .map(|_| (p.candidate_cost_log_sd * std_normal(&mut rng)).exp())
-        .collect();
+    let (task_cost, candidate_cost) = cost_model(&difficulty, n_candidates, p, seed);
 
     let mut rng = stream(seed, 4);
     let shared: Vec<f64> = (0..n_tasks * p.trials).map(|_| rng.gen::<f64>()).collect();
@@ -345,6 +318,48 @@ pub fn rasch_matrix(
         task_cost,
         candidate_cost,
     }
+}
+
+/// The cost model of [`rasch_matrix`], for any tasks: the relative cost of each task
+/// (log-normal with median 1 and log-sd `cost_log_sd`, correlated `cost_difficulty_corr` with
+/// `difficulty`, so hard tasks cost more when it is positive) and the cost multiplier of each
+/// of `n_candidates` candidates (log-normal, log-sd `candidate_cost_log_sd`). Seeded like
+/// [`rasch_matrix`]: the same seed and difficulties give the same costs.
+pub fn cost_model(
+    difficulty: &[f64],
+    n_candidates: usize,
+    p: &SynthParams,
+    seed: u64,
+) -> (Vec<f64>, Vec<f64>) {
+    assert!(
+        (-1.0..=1.0).contains(&p.cost_difficulty_corr),
+        "synth: cost_difficulty_corr = {}",
+        p.cost_difficulty_corr
+    );
+    let r = p.cost_difficulty_corr;
+    let d_mean = difficulty.iter().sum::<f64>() / difficulty.len().max(1) as f64;
+    let d_sd = (difficulty.iter().map(|d| (d - d_mean).powi(2)).sum::<f64>()
+        / difficulty.len().max(1) as f64)
+        .sqrt();
+    let mut rng = stream(seed, 3);
+    let task_cost: Vec<f64> = difficulty
+        .iter()
+        .map(|d| {
+            let z = std_normal(&mut rng);
+            let dz = if d_sd > 0.0 { (d - d_mean) / d_sd } else { 0.0 };
+            let mix = if r == 0.0 {
+                z
+            } else {
+                r * dz + (1.0 - r * r).sqrt() * z
+            };
+            (p.cost_log_sd * mix).exp()
+        })
+        .collect();
+    let mut rng = stream(seed, 5);
+    let candidate_cost: Vec<f64> = (0..n_candidates)
+        .map(|_| (p.candidate_cost_log_sd * std_normal(&mut rng)).exp())
+        .collect();
+    (task_cost, candidate_cost)
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! The replay grid behind docs/replay.md: every workload (4 real matrices, 4 per-attempt
-//! matrices, synthetic sd 0.1 / 0.2 / 1.0, heavy-tailed costs) at rho 0.2 and 0.07, in one
+//! matrices, small per-attempt fields of 13 models x 5 attempts on 80 tasks, synthetic sd
+//! 0.1 / 0.2 / 1.0, heavy-tailed costs) at rho 0.2 and 0.07, in one
 //! process, one line per strategy. Each setting is exactly what `hevo replay` runs with the
 //! flags in the first column (the CLI builds the same matrix and calls the same
 //! `replay::run`).
 //!
 //! `cargo run --release -p hevo-strategy --example replay_grid -- SEEDS FIRST_SEED
-//! [all|cheap|coevolve|STRATEGY] [WORKLOAD ...]` (workloads: real, att, synth, cost, or a single name as
+//! [all|cheap|coevolve|STRATEGY] [WORKLOAD ...]` (workloads: real, att, small, rcost, synth, cost, or a single name as
 //! printed in the first column; default all of them). `RHO=0.2` runs one rho; the matrices
 //! are read from `HEVO_REPLAY_DATA` (default /work/shared/data/replay).
 
@@ -58,6 +59,22 @@ fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
                 name,
                 Matrix::from_attempts(Path::new(&p), 5, 1).expect("attempts"),
             ));
+        }
+    }
+    for r in REAL {
+        let name = format!("small:{r}");
+        if want("small", &name) {
+            let p = format!("{data}/{r}.extra.csv");
+            let m = Matrix::from_attempts(Path::new(&p), 5, 1).expect("attempts");
+            out.push((name, m.sample(13, 5, 80, 1)));
+        }
+    }
+    for r in REAL {
+        let name = format!("rcost:{r}");
+        if want("rcost", &name) {
+            let p = format!("{data}/{r}.csv");
+            let m = Matrix::from_csv(Path::new(&p), None).expect("matrix");
+            out.push((name, m.with_synthetic_costs(1.0, 1)));
         }
     }
     for sd in [0.1, 0.2, 1.0] {
@@ -125,7 +142,7 @@ fn main() {
                 seeds,
                 first_seed,
                 split: true,
-                threads: 1,
+                threads: std::env::var("THREADS").map_or(1, |t| t.parse().expect("THREADS")),
             };
             let r = run(&m, &cfg);
             for s in &r.strategies {

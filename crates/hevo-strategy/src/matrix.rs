@@ -425,6 +425,74 @@ impl Matrix {
         })
     }
 
+    /// The sub-matrix of the candidate rows `candidates` and task columns `tasks`, in the
+    /// order given (costs follow their cells).
+    pub fn select(&self, candidates: &[usize], tasks: &[usize]) -> Matrix {
+        let pick = |rows: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            candidates
+                .iter()
+                .map(|&c| tasks.iter().map(|&t| rows[c][t]).collect())
+                .collect()
+        };
+        Matrix {
+            candidates: candidates
+                .iter()
+                .map(|&c| self.candidates[c].clone())
+                .collect(),
+            tasks: tasks.iter().map(|&t| self.tasks[t].clone()).collect(),
+            outcomes: pick(&self.outcomes),
+            cost: self.cost.as_deref().map(pick),
+        }
+    }
+
+    /// A seeded sample of `groups` candidate groups and `tasks` tasks: the candidates come
+    /// in groups of `group` consecutive rows (the attempts of one model in a per-attempt
+    /// matrix; 1 otherwise), and a group is kept or left whole. A small real-shaped field,
+    /// e.g. 13 agents x 5 attempts on 80 tasks, from a larger logged matrix.
+    pub fn sample(&self, groups: usize, group: usize, tasks: usize, seed: u64) -> Matrix {
+        use rand::seq::SliceRandom;
+        let group = group.max(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let n_groups = self.candidates.len() / group;
+        let mut g: Vec<usize> = (0..n_groups).collect();
+        g.shuffle(&mut rng);
+        g.truncate(groups.min(n_groups));
+        g.sort_unstable();
+        let rows: Vec<usize> = g.iter().flat_map(|&i| i * group..(i + 1) * group).collect();
+        let mut t: Vec<usize> = (0..self.tasks.len()).collect();
+        t.shuffle(&mut rng);
+        t.truncate(tasks.min(self.tasks.len()));
+        t.sort_unstable();
+        self.select(&rows, &t)
+    }
+
+    /// The matrix with seeded synthetic per-cell costs from the cost model of
+    /// `--synth-cost` ([`hevo_stats::synth::cost_model`]): per-task log-normal costs with
+    /// log-sd `log_sd`, correlated 0.5 with the task's failure rate (hard tasks cost more),
+    /// times a per-candidate multiplier of log-sd 0.5. Heavy-tailed dollars on a real field.
+    pub fn with_synthetic_costs(&self, log_sd: f64, seed: u64) -> Matrix {
+        let n_c = self.outcomes.len().max(1) as f64;
+        let difficulty: Vec<f64> = (0..self.tasks.len())
+            .map(|t| -self.outcomes.iter().map(|r| r[t]).sum::<f64>() / n_c)
+            .collect();
+        let params = hevo_stats::synth::SynthParams {
+            cost_log_sd: log_sd,
+            candidate_cost_log_sd: 0.5,
+            cost_difficulty_corr: 0.5,
+            ..hevo_stats::synth::SynthParams::default()
+        };
+        let (task, cand) =
+            hevo_stats::synth::cost_model(&difficulty, self.outcomes.len(), &params, seed);
+        Matrix {
+            cost: Some(
+                cand.iter()
+                    .map(|k| task.iter().map(|t| k * t).collect())
+                    .collect(),
+            ),
+            ..self.clone()
+        }
+    }
+
     /// A seeded synthetic Rasch matrix ([`hevo_stats::synth::rasch_matrix`]), with its
     /// per-cell costs when the model has any (`cost_log_sd > 0`).
     pub fn synthetic(
