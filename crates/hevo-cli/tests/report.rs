@@ -163,7 +163,7 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
             record["pick_iteration"]
         ),
         format!("{trials} of 280 for full evaluation"),
-        "diff against seed.i2c0".into(),
+        "diff against seed.i1c0".into(),
         "+default = 6".into(),
         "Test split (finalize)".into(),
         format!("href=\"traces/c{id}\""),

@@ -63,7 +63,9 @@ impl RaceRule {
 /// One global evaluation budget shared by all racing candidates.
 ///
 /// `total` is what a fixed `rho` would spend (`sum over candidates of m`), so racing never
-/// costs more than the paper's design. Spending is all-or-nothing per request.
+/// costs more than the paper's design. [`Budget::try_spend`] is all-or-nothing per request;
+/// [`Budget::spend`] buys past the total what must be bought regardless (`default`'s
+/// screens and verifications).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
     total: usize,
@@ -78,7 +80,7 @@ impl Budget {
 
     /// Evaluations still available.
     pub fn remaining(&self) -> usize {
-        self.total - self.spent
+        self.total.saturating_sub(self.spent)
     }
 
     /// Evaluations spent so far.
@@ -99,6 +101,12 @@ impl Budget {
         } else {
             false
         }
+    }
+
+    /// Spends `n` evaluations even past the total (what must be bought regardless: the
+    /// budget then has nothing left, and [`Budget::spent`] says how far it went over).
+    pub fn spend(&mut self, n: usize) {
+        self.spent += n;
     }
 
     /// How much one candidate may spend now, keeping `reserve_each` evaluations for each of

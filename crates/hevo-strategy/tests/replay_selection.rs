@@ -1,6 +1,6 @@
 //! `default`'s selection rule, by simulation: the pick rests on exact scores unless a sampled
-//! candidate clearly beats them, the verification hands back budget no finalist can use, and
-//! on near-identical candidates that pick beats the argmax of sampled estimates.
+//! candidate clearly beats them; on separable candidates it costs about rho's budget; on
+//! near-identical ones it matches GEPA's screen and beats the argmax of sampled estimates.
 
 use hevo_stats::design::Strata;
 use hevo_stats::synth::{rasch_matrix, SynthParams};
@@ -99,12 +99,12 @@ fn exact_pick_beats_the_sampled_argmax_on_near_identical_candidates() {
     );
 }
 
-/// On separable candidates (ability sd 1.0) most finalists have less than a quarter's chance
-/// of beating the best exact score, so `default` hands budget back: it spends less than
-/// `fixed` (which spends exactly rho) at a mean rank no worse than `fixed`'s plus two
-/// combined standard errors. 40 seeds.
+/// On separable candidates (ability sd 1.0) few newcomers beat the best exact score on their
+/// first batch and most finalists have less than a quarter's chance of beating it, so
+/// `default` spends about rho's budget (at most 5% more than `fixed`, which spends exactly
+/// it) at a mean rank no worse than `fixed`'s (1.08 against 1.35 here). 40 seeds.
 #[test]
-fn verification_hands_back_budget_on_a_separable_field() {
+fn separable_fields_cost_about_the_budget_and_pick_better_than_fixed() {
     let m = Matrix::synthetic(40, 160, &spread(1.0), 2);
     let r = run(
         &m,
@@ -112,17 +112,55 @@ fn verification_hands_back_budget_on_a_separable_field() {
     );
     let (d, fixed) = (&r.strategies[0], &r.strategies[1]);
     assert!(
-        d.evals_share < fixed.evals_share,
+        d.evals_share < 1.05 * fixed.evals_share,
         "default spends {} vs fixed {}",
         d.evals_share,
         fixed.evals_share
     );
     assert!(
-        d.rank <= fixed.rank + 2.0 * se2(d, fixed),
+        d.rank <= fixed.rank,
         "default {} ± {} vs fixed {} ± {}",
         d.rank,
         d.rank_se,
         fixed.rank,
         fixed.rank_se
+    );
+}
+
+/// A live search's regime: a small val split (40 of 80 tasks), 60 near-identical candidates
+/// (ability sd 0.1), rho 0.07 (3 tasks per candidate). GEPA's `screen` decides on exact
+/// scores and won here by far (rank 2 to 3 against 6 to 11 for the racing `default` before
+/// its screen). Now `default` screens too, on a first batch weighted for information, and
+/// verifies by racing: its mean rank is no worse than `screen`'s plus two combined standard
+/// errors, and far better than `race`'s argmax of sampled estimates. 40 seeds.
+#[test]
+fn default_matches_screen_on_a_small_near_identical_field() {
+    let m = Matrix::synthetic(60, 80, &spread(0.1), 3);
+    let kinds = vec![
+        StrategyKind::Default,
+        StrategyKind::Screen { minibatch: 3 },
+        StrategyKind::Race,
+    ];
+    let r = run(&m, &cfg(kinds, 0.07, 40));
+    let (d, screen, race) = (&r.strategies[0], &r.strategies[1], &r.strategies[2]);
+    eprintln!(
+        "default {:.2} ({:.3}), screen {:.2} ({:.3}), race {:.2} ({:.3})",
+        d.rank, d.evals_share, screen.rank, screen.evals_share, race.rank, race.evals_share
+    );
+    assert!(
+        d.rank <= screen.rank + 2.0 * se2(d, screen),
+        "default {} ± {} vs screen {} ± {}",
+        d.rank,
+        d.rank_se,
+        screen.rank,
+        screen.rank_se
+    );
+    assert!(
+        d.rank + 2.0 * se2(d, race) < race.rank,
+        "default {} ± {} vs race {} ± {}",
+        d.rank,
+        d.rank_se,
+        race.rank,
+        race.rank_se
     );
 }

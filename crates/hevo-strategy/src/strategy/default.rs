@@ -1,30 +1,40 @@
-//! `default`'s end of run: verify the finalists on every task, then pick on exact scores.
+//! `default`: screen every newcomer against the best exactly known candidate, verify the
+//! contenders by racing them to completion, and pick on exact scores.
 //!
-//! Racing (half of the budget, [`Race::iteration`]) leaves every candidate with a paired,
-//! cheap estimate; most are dropped early. When the rest affords at least [`VERIFY_MIN`]
-//! full evaluations, it verifies: the candidates with at least a [`P_VERIFY`] chance of
-//! beating the best exactly known score are evaluated on the rest of the val set, best
-//! estimate first, while the budget lasts (when a full evaluation no longer fits, the next
-//! finalist gets one more racing batch instead); when no candidate has that chance, the
-//! rest of the budget is handed back. With less budget (a small rho or few candidates) one
-//! full evaluation would eat most of it, so the rest only plays off (the top finalists get
-//! one more batch per round). Either way the pick is the best exactly known candidate, as
-//! in GEPA's screen, unless a sampled candidate's estimate clears it by [`Z_PICK`] standard
-//! errors. Exact scores are what wins on near-identical candidates, where the argmax of
-//! sampled estimates is the luckiest one (the winner's curse); cheap early drops are what
-//! wins on separable ones, where the best sampled candidate clears the bar easily.
+//! Each newcomer's first batch ([`SCREEN_MIN`] tasks or half of `m`, whichever is more,
+//! drawn for information per unit of cost) is paired with the **anchor**, the best exactly
+//! known candidate (a Phase-0 seed or a verified one), whose outcomes on every task are
+//! known, so the batch costs only the newcomer's own trials. A newcomer with at least a
+//! [`P_VERIFY`] chance of beating the anchor on that batch is **verified**: its paired
+//! sample is doubled until every val task is observed, and dropped as soon as it is clearly
+//! worse (racing's drop rule, `D + 1.0 se < 0`). A verified candidate is known exactly and
+//! may become the anchor; the others of its iteration are screened again against the new
+//! anchor, which costs nothing. First batches and verifications are bought even past the
+//! budget: on near-identical candidates a pick can only rest on exact scores (the argmax
+//! of sampled estimates is the luckiest one, the winner's curse), and what GEPA's screen
+//! spends there is what it takes. What is left of the budget at the end goes to the
+//! finalists ([`Race::verify`]); when none has that chance, it is handed back.
+//!
+//! The pick is the best exactly known candidate unless a sampled candidate's estimate clears
+//! it by [`Z_PICK`] standard errors. Cheap early drops (a newcomer clearly worse on its
+//! first batch costs that batch only) are what wins on separable candidates; verification
+//! is what wins on near-identical ones.
 
 use hevo_stats::estimate::Estimate;
+use hevo_stats::racing::RaceDecision;
 use hevo_stats::selection::normal_quantile;
 
 use super::race::Race;
 use super::{argmax, CandidateId, Oracle, Outcome};
 
+/// The least expected size of a newcomer's first batch (GEPA's minibatch of 3).
+const SCREEN_MIN: f64 = 3.0;
+
 /// How many finalists get one more batch per round when a full evaluation does not fit.
 const PLAYOFF_K: usize = 3;
 
-/// Verify only if the rest of the budget affords this many full evaluations (as many as the
-/// playoff extends per round); otherwise only play off.
+/// Verify at the end only if the rest of the budget affords this many full evaluations (as
+/// many as the playoff extends per round); otherwise only play off.
 const VERIFY_MIN: usize = PLAYOFF_K;
 
 impl Race {
@@ -50,6 +60,108 @@ impl Race {
                 .then(a.cmp(&b))
         });
         order
+    }
+
+    /// `default`'s iteration (see the module docs): the first batches of all newcomers are
+    /// one request; then the contenders are verified one at a time, best first.
+    pub(super) fn screen_iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
+        let mut left: Vec<CandidateId> = candidates.to_vec();
+        if self.anchor().is_none() {
+            // No exactly known candidate yet (a run without seeds): the first newcomer is
+            // evaluated on every task and becomes the anchor.
+            let first = left.remove(0);
+            self.buy_rest(oracle, first);
+        }
+        let Some(anchor) = self.anchor() else { return };
+        let size: f64 = self.batch().iter().sum();
+        let first = size.max(SCREEN_MIN) / size;
+        let mut cells = Vec::new();
+        let mut levels = Vec::new();
+        for &c in &left {
+            // A Poisson sample can be drawn empty: the next level then, so that every
+            // newcomer gets a trial.
+            let mut level = first;
+            let mut mine = self.cells_for(c, level, Some(anchor));
+            while mine.is_empty() && !self.core.fully_observed(c) {
+                level += 1.0;
+                mine = self.cells_for(c, level, Some(anchor));
+            }
+            cells.extend(mine);
+            levels.push(level);
+        }
+        self.budget.spend(self.charge(&cells));
+        self.core.observe(oracle, &cells);
+        for (&c, &level) in left.iter().zip(&levels) {
+            self.set_level(c, level);
+        }
+        // One contender at a time, best first: each verification may replace the anchor,
+        // and the rest are screened again against the new one (free: its outcomes are known).
+        let z = -normal_quantile(P_VERIFY);
+        loop {
+            let anchor = self.anchor().expect("an anchor");
+            let mut best: Option<(CandidateId, f64)> = None;
+            for &c in &left {
+                let d = self.paired_estimate(c, anchor);
+                if d.value + z * d.se > 0.0 && best.is_none_or(|(_, v)| d.value > v) {
+                    best = Some((c, d.value));
+                }
+            }
+            let Some((c, _)) = best else { break };
+            left.retain(|&x| x != c);
+            self.verify_one(oracle, c, anchor);
+        }
+    }
+
+    /// Sets `c`'s estimate from its paired difference with the exactly known `anchor`
+    /// (`S(anchor) + D`) and returns the difference.
+    fn paired_estimate(&mut self, c: CandidateId, anchor: CandidateId) -> Estimate {
+        let d = self.diff(c, anchor);
+        let base = self.core.estimates[anchor];
+        let se = (base.se * base.se + d.se * d.se).sqrt();
+        self.core.estimates[c] = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
+        d
+    }
+
+    /// Verifies `c` against `anchor`: doubles its paired sample until every task is
+    /// observed (then `c` is known exactly), and stops as soon as racing's rule drops it.
+    fn verify_one(&mut self, oracle: &mut dyn Oracle, c: CandidateId, anchor: CandidateId) {
+        let mut level = self.racers[c].as_ref().map_or(1.0, |r| r.level);
+        let batch = self.batch();
+        loop {
+            level *= 2.0;
+            let whole = self
+                .core
+                .strata
+                .members
+                .iter()
+                .zip(&batch)
+                .all(|(m, b)| level * b >= m.len() as f64);
+            if whole {
+                return self.buy_rest(oracle, c);
+            }
+            let cells = self.cells_for(c, level, Some(anchor));
+            self.budget.spend(self.charge(&cells));
+            self.core.observe(oracle, &cells);
+            self.set_level(c, level);
+            let d = self.paired_estimate(c, anchor);
+            if self.rule.decide(&d) == RaceDecision::Drop {
+                return;
+            }
+        }
+    }
+
+    /// Evaluates `c` on every task not yet observed (past the budget if need be): `c` is
+    /// then known exactly.
+    fn buy_rest(&mut self, oracle: &mut dyn Oracle, c: CandidateId) {
+        let rest: Vec<(CandidateId, usize)> = self
+            .core
+            .all_cells(&[c])
+            .into_iter()
+            .filter(|&(c, t)| self.core.obs[c][t].is_none())
+            .collect();
+        self.budget.spend(self.charge(&rest));
+        self.core.observe(oracle, &rest);
+        self.core.set_exact(c);
     }
 
     /// Spends the rest of the budget on the finalists and picks (see the module docs).

@@ -18,29 +18,28 @@
 //! Strategies (see [`StrategyKind`]): `full`, `fixed` (Naive), `resample`
 //! (Random-Resample), `coevolve` (Task-CoEvolve, paper-faithful), `screen` (GEPA's
 //! minibatch screen), `race` (paired racing under one global budget) and `default` (the
-//! recommended one: racing, then verification of the finalists on every task).
+//! recommended one: a screen against the best exactly known candidate, verification of the
+//! contenders on every task, a pick on exact scores).
 //!
-//! `default` in detail. The global budget is what a fixed `rho` spends after Phase 0,
+//! `default` in detail. Its budget is what a fixed `rho` spends after Phase 0,
 //! `sum_g ceil(rho N_g)` evaluations per expected candidate (with per-cell costs: the
 //! dollars those evaluations cost when drawn for information per unit of cost, see
-//! `Race::charge`). Half of it goes to racing: each new candidate draws a nested Poisson
-//! sample (`pi_t` proportional to the Task-CoEvolve weights divided by `sqrt(cost_t)`,
-//! capped at 1, exact) grown in batches of `m_g / 2`. Every batch is paired with the
-//! incumbent on the same tasks. `D = (1/N) sum_S (x_t(c) - x_t(inc)) / pi_t` is estimated
-//! with its exact Poisson variance, and the candidate is dropped if `D + 1.0 se < 0`, stops
-//! if `D - 2.0 se > 0`, and gets another batch otherwise (up to 8 batches, keeping every
-//! later candidate's first batch in reserve). A first batch that does not fit paired with
-//! a sampled incumbent is screened against the best exactly known candidate instead; a
-//! candidate still without a trial may draw on the verification share, so none is left
-//! unevaluated. The rest verifies (`default.rs`) when it affords at least 3 full
-//! evaluations: the candidates with at least a 25% chance of beating the best exactly known
-//! score are evaluated on the rest of the val set, best estimate first; when that no longer
-//! fits, the top 3 get one more batch per round; when no candidate has that chance, the rest
-//! of the budget is not spent. With less budget it only plays off (the top 3 get one more
-//! batch per round). Either way the pick is the best exactly known candidate unless a
-//! sampled one beats it by 1.5 standard errors. Sampled candidates are re-estimated by
-//! Rasch-GREG ([`hevo_stats::estimate::greg_poisson`]); the pick's printed interval is
-//! [`Outcome::pick_interval`] (selection-adjusted).
+//! `Race::charge`). Each newcomer draws a nested Poisson sample (`pi_t` proportional to the
+//! Task-CoEvolve weights divided by `sqrt(cost_t)`, capped at 1, exact); its first batch
+//! (`m_g / 2` per stratum, at least 3 tasks in all) is paired with the **anchor**, the best
+//! exactly known candidate, whose outcomes are known, so it costs only the newcomer's
+//! trials. `D = (1/N) sum_S (x_t(c) - x_t(anchor)) / pi_t` is estimated with its exact
+//! Poisson variance. A newcomer with at least a 25% chance of beating the anchor
+//! (`D + 0.674 se > 0`) is verified: its sample is doubled until every val task is observed
+//! (it is then known exactly and may become the anchor), unless racing's rule drops it
+//! first (`D + 1.0 se < 0`). First batches and verifications are bought even past the budget
+//! (GEPA's screen does the same: on near-identical candidates only exact scores can pick);
+//! what is left of the budget at the end verifies the finalists that still have that 25%
+//! chance (or, when fewer than 3 full evaluations fit, gives the top 3 one more batch per
+//! round), and is handed back when none has it (`default.rs`). The pick is the best exactly
+//! known candidate unless a sampled one beats it by 1.5 standard errors. Sampled candidates
+//! are re-estimated by Rasch-GREG ([`hevo_stats::estimate::greg_poisson`]); the pick's
+//! printed interval is [`Outcome::pick_interval`] (selection-adjusted).
 
 mod coevolve;
 mod core;
@@ -159,7 +158,8 @@ pub enum StrategyKind {
     },
     /// Paired racing against the incumbent under one global budget.
     Race,
-    /// The recommended default: racing, verification of the finalists, a pick on exact scores.
+    /// The recommended default: a screen of every newcomer against the best exactly known
+    /// candidate, verification of the contenders by racing, a pick on exact scores.
     Default,
 }
 

@@ -18,12 +18,14 @@ pub(crate) struct Racer {
     pub(super) pi: Vec<Vec<f64>>,
 }
 
-/// `race` and `default`: paired racing against the incumbent under one global budget
-/// (`default` screens unaffordable first batches against the best exactly known candidate).
+/// `race` and `default` share their state: nested Poisson designs per candidate, paired
+/// differences and one global budget. `race` races every newcomer against the incumbent
+/// (below); `default` (`verifying`) screens it against the anchor and verifies the
+/// contenders (`default.rs`).
 pub(crate) struct Race {
     pub(super) core: Core,
     pub(super) name: String,
-    pub(super) playoff: bool,
+    pub(super) verifying: bool,
     pub(super) rule: RaceRule,
     pub(super) budget: Budget,
     pub(super) racers: Vec<Option<Racer>>,
@@ -35,17 +37,14 @@ pub(crate) struct Race {
 /// with costs, a cell is charged its price; [`Race::charge`]).
 const UNIT: usize = 1000;
 
-/// Share of the racing budget kept for the final playoff of `default`.
-const PLAYOFF_SHARE: f64 = 0.5;
-
 impl Race {
-    pub(super) fn new(core: Core, name: String, playoff: bool) -> Self {
+    pub(super) fn new(core: Core, name: String, verifying: bool) -> Self {
         let per: usize = core.sizes().iter().sum();
         let budget = Budget::new(per * core.expected * UNIT);
         Race {
             core,
             name,
-            playoff,
+            verifying,
             rule: RaceRule::default(),
             budget,
             racers: Vec::new(),
@@ -221,15 +220,6 @@ impl Race {
             .map(|&(_, t)| ((UNIT as f64) * rc[t] / draw).round().max(1.0) as usize)
             .sum()
     }
-
-    pub(super) fn racing_budget_left(&self) -> usize {
-        if self.playoff {
-            let keep = (self.budget.total() as f64 * PLAYOFF_SHARE).round() as usize;
-            self.budget.remaining().saturating_sub(keep)
-        } else {
-            self.budget.remaining()
-        }
-    }
 }
 
 impl Strategy for Race {
@@ -255,8 +245,26 @@ impl Strategy for Race {
     }
 
     fn iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
-        let inc = self.incumbent();
-        let anchor = self.anchor().unwrap_or(inc);
+        self.admit(candidates);
+        if self.verifying {
+            self.screen_iteration(oracle, candidates);
+        } else {
+            self.race_iteration(oracle, candidates);
+        }
+    }
+
+    fn finish(&mut self, oracle: &mut dyn Oracle) -> Outcome {
+        if !self.verifying {
+            return self.core.outcome();
+        }
+        self.verify(oracle)
+    }
+}
+
+impl Race {
+    /// Gives each new candidate its racing state (a nested Poisson design per stratum,
+    /// drawn for information per unit of cost) and the prior as its estimate.
+    pub(super) fn admit(&mut self, candidates: &[CandidateId]) {
         let w = self
             .core
             .cost_weighted(&coevolve_weights(&self.core.stats, self.core.params));
@@ -284,79 +292,51 @@ impl Strategy for Race {
             });
         }
         self.seen += candidates.len();
-        let later = self.core.expected.saturating_sub(self.seen);
-        let first_batch: usize = self.batch().iter().map(|b| b.ceil() as usize).sum();
         let prior = self.core.prior_estimate();
         for &c in candidates {
             self.core.estimates[c] = prior;
         }
+    }
+
+    /// `race`'s iteration: paired racing against the incumbent, batch by batch.
+    fn race_iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
+        let inc = self.incumbent();
+        let later = self.core.expected.saturating_sub(self.seen);
+        let first_batch: usize = self.batch().iter().map(|b| b.ceil() as usize).sum();
         let mut active: Vec<CandidateId> = candidates.to_vec();
         let mut level = 1.0;
         while !active.is_empty() && level <= self.max_levels {
             // One batch request for every active candidate at this level (parallel live).
             let mut cells = Vec::new();
             let mut raised = Vec::new();
-            for (i, &c) in active.iter().enumerate() {
-                let new_cells = |pair: CandidateId| -> Vec<(CandidateId, usize)> {
-                    self.cells_for(c, level, Some(pair))
-                        .into_iter()
-                        .filter(|x| !cells.contains(x))
-                        .collect()
-                };
-                // Keep every later candidate's first batch: deeper levels keep one paired with
-                // the incumbent each; `default`'s first level keeps one screened against the
-                // anchor each, this iteration's other newcomers included.
+            for &c in &active {
+                let new: Vec<(CandidateId, usize)> = self
+                    .cells_for(c, level, Some(inc))
+                    .into_iter()
+                    .filter(|x| !cells.contains(x))
+                    .collect();
+                // Deeper levels keep every later candidate's first batch (paired with the
+                // incumbent) in reserve.
                 let reserve = if level > 1.0 {
                     later * (2 * first_batch + 1) * UNIT
-                } else if self.playoff {
-                    (later + active.len() - i - 1) * first_batch * UNIT
                 } else {
                     0
                 };
-                let mut allowed = self.racing_budget_left().saturating_sub(reserve);
-                let mut pair = inc;
-                let mut new = new_cells(inc);
-                // No trial yet (a first sample can also be drawn empty).
-                let unseen = self.core.obs[c].iter().all(Option::is_none);
-                if self.charge(&new) > allowed && unseen && self.playoff {
-                    if anchor != inc {
-                        // Unaffordable paired with a sampled incumbent (whose outcomes on the
-                        // batch must be bought too): screen it against the anchor, whose are
-                        // known.
-                        pair = anchor;
-                        new = new_cells(anchor);
-                    }
-                    if self.charge(&new) > allowed {
-                        // Still unaffordable (a sample drawn larger than expected, or after an
-                        // empty one): a first batch may draw on the playoff's share rather than
-                        // leave a candidate without a trial.
-                        allowed = self.budget.remaining().saturating_sub(reserve);
-                    }
-                }
+                let allowed = self.budget.remaining().saturating_sub(reserve);
                 let price = self.charge(&new);
                 if price <= allowed && self.budget.try_spend(price) {
                     cells.extend(new);
-                    raised.push((c, pair));
+                    raised.push(c);
                 }
             }
             self.core.observe(oracle, &cells);
             let mut next = Vec::new();
-            for &(c, pair) in &raised {
+            for &c in &raised {
                 self.set_level(c, level);
-                let d = self.diff(c, pair);
-                let base = self.core.estimates[pair];
+                let d = self.diff(c, inc);
+                let base = self.core.estimates[inc];
                 let se = (base.se * base.se + d.se * d.se).sqrt();
-                let estimate = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
-                self.core.estimates[c] = estimate;
-                // Raced against the incumbent: paired when it was paired with it, else
-                // (screened against the anchor) through both estimates.
-                let d = if inc == pair {
-                    d
-                } else {
-                    let i = self.core.estimates[inc];
-                    let se = (estimate.se * estimate.se + i.se * i.se).sqrt();
-                    Estimate::normal(estimate.value - i.value, se, -1.0, 1.0)
-                };
+                self.core.estimates[c] = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
                 let full = (0..g_len(&self.core)).all(|g| {
                     self.racers[c]
                         .as_ref()
@@ -369,13 +349,6 @@ impl Strategy for Race {
             active = next;
             level += 1.0;
         }
-    }
-
-    fn finish(&mut self, oracle: &mut dyn Oracle) -> Outcome {
-        if !self.playoff {
-            return self.core.outcome();
-        }
-        self.verify(oracle)
     }
 }
 
