@@ -216,3 +216,54 @@ fn the_table_flags_intervals_below_the_target() {
     );
     assert!(text.contains("below the 93% coverage target"), "{text}");
 }
+
+/// `--sample CxT` replays whole models (with `--attempts`) on a task sample, and
+/// `--synth-cost` gives a logged matrix heavy-tailed dollars; misuse exits 2 naming the flag.
+#[test]
+fn samples_and_synthetic_costs_of_a_logged_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = String::from("candidate,task,pass_at_1\n");
+    for c in 0..6 {
+        for t in 0..30 {
+            s.push_str(&format!("m{c},t{t},{}\n", 0.1 * ((c + t) % 10) as f64));
+        }
+    }
+    let p = write(&dir, "m.extra.csv", &s);
+    let json = |args: &[&str], file: &std::path::Path| -> serde_json::Value {
+        let out = hevo()
+            .arg("replay")
+            .args(args)
+            .args(["--seeds", "2", "--strategy", "default", "--json"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // 4 of 6 models with their 3 attempts each, on 20 of 30 tasks (10 val).
+    let doc = json(&["--attempts", "3", "--sample", "4x20"], &p);
+    assert_eq!(doc["candidates"], 12, "{doc}");
+    assert_eq!(doc["val_tasks"], 10, "{doc}");
+    assert!(
+        doc["strategies"][0]["cost_share"].is_null(),
+        "no costs asked"
+    );
+
+    let q = write(&dir, "plain.csv", &complete(8, 20));
+    let doc = json(&["--synth-cost", "1.0"], &q);
+    let row = &doc["strategies"][0];
+    assert!(row["cost_share"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["cost_usd"].as_f64().unwrap() > 0.0, "{row}");
+    assert_eq!(doc, json(&["--synth-cost", "1.0"], &q), "seeded");
+
+    for (args, needle) in [
+        (&["--sample", "1x20"][..], "--sample 1x20"),
+        (&["--sample", "4by20"][..], "--sample `4by20`"),
+        (&["--synth-cost=-1"][..], "--synth-cost -1"),
+    ] {
+        let out = hevo().arg("replay").args(args).arg(&q).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
