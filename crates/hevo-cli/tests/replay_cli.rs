@@ -25,6 +25,17 @@ fn complete(nc: usize, nt: usize) -> String {
     s
 }
 
+/// A `candidate,task,pass_at_1` file (an `.extra.csv`) of `nm` models on `nt` tasks.
+fn pass_at_1(nm: usize, nt: usize) -> String {
+    let mut s = String::from("candidate,task,pass_at_1\n");
+    for c in 0..nm {
+        for t in 0..nt {
+            s.push_str(&format!("m{c},t{t},{}\n", 0.1 * ((c + t) % 10) as f64));
+        }
+    }
+    s
+}
+
 fn expect_user_error(text: &str, needle: &str) {
     let dir = tempfile::tempdir().unwrap();
     let p = write(&dir, "m.csv", text);
@@ -161,13 +172,7 @@ fn synthetic_costs_and_attempts_reach_the_json() {
     assert!(row["cost_usd"].as_f64().unwrap() > 0.0, "{row}");
 
     let dir = tempfile::tempdir().unwrap();
-    let mut s = String::from("candidate,task,pass_at_1\n");
-    for c in 0..3 {
-        for t in 0..20 {
-            s.push_str(&format!("m{c},t{t},{}\n", 0.1 * ((c + t) % 10) as f64));
-        }
-    }
-    let p = write(&dir, "m.extra.csv", &s);
+    let p = write(&dir, "m.extra.csv", &pass_at_1(3, 20));
     let out = hevo()
         .args(["replay", "--attempts", "4", "--seeds", "2", "--json"])
         .arg(&p)
@@ -222,13 +227,7 @@ fn the_table_flags_intervals_below_the_target() {
 #[test]
 fn samples_and_synthetic_costs_of_a_logged_matrix() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = String::from("candidate,task,pass_at_1\n");
-    for c in 0..6 {
-        for t in 0..30 {
-            s.push_str(&format!("m{c},t{t},{}\n", 0.1 * ((c + t) % 10) as f64));
-        }
-    }
-    let p = write(&dir, "m.extra.csv", &s);
+    let p = write(&dir, "m.extra.csv", &pass_at_1(6, 30));
     let json = |args: &[&str], file: &std::path::Path| -> serde_json::Value {
         let out = hevo()
             .arg("replay")

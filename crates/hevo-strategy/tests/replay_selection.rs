@@ -35,6 +35,20 @@ fn se2(a: &StrategyRow, b: &StrategyRow) -> f64 {
     (a.rank_se * a.rank_se + b.rank_se * b.rank_se).sqrt()
 }
 
+/// `a`'s mean rank is better than `b`'s by more than two combined standard errors.
+fn assert_clearly_better(a: &StrategyRow, b: &StrategyRow) {
+    assert!(
+        a.rank + 2.0 * se2(a, b) < b.rank,
+        "{} {} ± {} vs {} {} ± {}",
+        a.name,
+        a.rank,
+        a.rank_se,
+        b.name,
+        b.rank,
+        b.rank_se
+    );
+}
+
 #[test]
 fn default_picks_an_exact_score_unless_a_sampled_one_clears_it() {
     for seed in 0..12u64 {
@@ -89,14 +103,7 @@ fn exact_pick_beats_the_sampled_argmax_on_near_identical_candidates() {
         &cfg(vec![StrategyKind::Default, StrategyKind::Race], 0.07, 40),
     );
     let (d, race) = (&r.strategies[0], &r.strategies[1]);
-    assert!(
-        d.rank + 2.0 * se2(d, race) < race.rank,
-        "default {} ± {} vs race {} ± {}",
-        d.rank,
-        d.rank_se,
-        race.rank,
-        race.rank_se
-    );
+    assert_clearly_better(d, race);
 }
 
 /// On separable candidates (ability sd 1.0) few newcomers beat the best exact score on their
@@ -155,12 +162,5 @@ fn default_matches_screen_on_a_small_near_identical_field() {
         screen.rank,
         screen.rank_se
     );
-    assert!(
-        d.rank + 2.0 * se2(d, race) < race.rank,
-        "default {} ± {} vs race {} ± {}",
-        d.rank,
-        d.rank_se,
-        race.rank,
-        race.rank_se
-    );
+    assert_clearly_better(d, race);
 }

@@ -32,8 +32,17 @@ fn all_kinds() -> Vec<StrategyKind> {
     ]
 }
 
-/// Runs one strategy on a matrix in arrival order; returns (evaluations after Phase 0,
-/// estimates, pick).
+/// What [`drive`] observed: evaluations after Phase 0 (during the iterations and at the
+/// finish), the final estimates and the pick.
+#[derive(Debug, PartialEq)]
+struct Driven {
+    during: usize,
+    at_finish: usize,
+    estimates: Vec<f64>,
+    pick: usize,
+}
+
+/// Runs one strategy on a matrix in arrival order.
 fn drive(
     kind: StrategyKind,
     outcomes: &[Vec<f64>],
@@ -41,21 +50,7 @@ fn drive(
     rho: f64,
     per_iter: usize,
     seed: u64,
-) -> (usize, Vec<f64>, usize) {
-    let (spent, _, est, pick) = drive_split(kind, outcomes, strata, rho, per_iter, seed);
-    (spent, est, pick)
-}
-
-/// [`drive`], with the evaluations after Phase 0 split: (during the iterations, at the
-/// finish, estimates, pick).
-fn drive_split(
-    kind: StrategyKind,
-    outcomes: &[Vec<f64>],
-    strata: Strata,
-    rho: f64,
-    per_iter: usize,
-    seed: u64,
-) -> (usize, usize, Vec<f64>, usize) {
+) -> Driven {
     let nc = outcomes.len();
     let nt = outcomes[0].len();
     let rows: Vec<usize> = (0..nc).collect();
@@ -81,12 +76,12 @@ fn drive_split(
     }
     let before_finish = oracle.evals;
     let out = s.finish(&mut oracle);
-    (
-        before_finish - after0,
-        oracle.evals - before_finish,
-        out.estimates.iter().map(|e| e.value).collect(),
-        out.pick,
-    )
+    Driven {
+        during: before_finish - after0,
+        at_finish: oracle.evals - before_finish,
+        estimates: out.estimates.iter().map(|e| e.value).collect(),
+        pick: out.pick,
+    }
 }
 
 /// `race` never spends more than its budget. `default` buys every newcomer's first batch and
@@ -106,8 +101,12 @@ fn racing_never_spends_more_than_its_budget() {
                 let strata = Strata::single(m.n_tasks());
                 let budget = per_candidate_budget(&strata, rho) * (m.n_candidates() - 2);
                 for kind in [StrategyKind::Race, StrategyKind::Default] {
-                    let (during, at_finish, est, _) =
-                        drive_split(kind, &m.outcomes, strata.clone(), rho, per_iter, seed);
+                    let Driven {
+                        during,
+                        at_finish,
+                        estimates: est,
+                        ..
+                    } = drive(kind, &m.outcomes, strata.clone(), rho, per_iter, seed);
                     let (spent, limit) = match kind {
                         StrategyKind::Race => (during + at_finish, budget),
                         _ => (at_finish, budget.saturating_sub(during)),
@@ -137,7 +136,8 @@ fn fixed_rho_strategies_spend_exactly_m_per_candidate() {
             pi: PiMethod::MonteCarlo(200),
         },
     ] {
-        let (spent, _, _) = drive(kind, &m.outcomes, strata.clone(), 0.2, 3, 1);
+        let d = drive(kind, &m.outcomes, strata.clone(), 0.2, 3, 1);
+        let spent = d.during + d.at_finish;
         assert_eq!(spent, per * 18, "{kind:?}");
     }
 }
@@ -156,14 +156,14 @@ fn strategies_are_deterministic_and_handle_strata() {
         let b = drive(kind, &m.outcomes, strata.clone(), 0.2, 3, 5);
         assert_eq!(a, b, "{kind:?} is not deterministic");
         assert!(
-            a.1.iter().all(|v| (0.0..=1.0).contains(v)),
+            a.estimates.iter().all(|v| (0.0..=1.0).contains(v)),
             "{kind:?}: {:?}",
-            a.1
+            a.estimates
         );
-        assert!(a.2 < 17);
+        assert!(a.pick < 17);
     }
     // Full search scores are the average of stratum means.
-    let (_, est, _) = drive(StrategyKind::Full, &m.outcomes, strata.clone(), 0.2, 3, 5);
+    let est = drive(StrategyKind::Full, &m.outcomes, strata.clone(), 0.2, 3, 5).estimates;
     let truth: f64 = strata
         .members
         .iter()
