@@ -66,6 +66,9 @@ impl Race {
     /// one request; then the contenders are verified one at a time, best first.
     pub(super) fn screen_iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
         let mut left: Vec<CandidateId> = candidates.to_vec();
+        if left.is_empty() {
+            return;
+        }
         if self.anchor().is_none() {
             // No exactly known candidate yet (a run without seeds): the first newcomer is
             // evaluated on every task and becomes the anchor.
