@@ -43,7 +43,8 @@ pub struct Args {
     /// Ability spread (logits) of the synthetic candidates; 0.2 = near-identical variants.
     #[arg(long, default_value_t = 0.2)]
     pub ability_spread: f64,
-    /// Seed of the synthetic matrix (and of the attempts drawn by --attempts).
+    /// Seed of the synthetic matrix, of the attempts drawn by --attempts, of the --sample
+    /// and of the costs of --synth-cost.
     #[arg(long, default_value_t = 1)]
     pub synth_seed: u64,
     /// Give the matrix (synthetic or a file without costs) seeded per-cell costs:
