@@ -246,14 +246,11 @@ fn synth_matrix(spec: &str, args: &Args) -> Result<Matrix, CliError> {
             "--synth needs at least 3 candidates and 2 tasks".into(),
         ));
     }
-    let cost = args.synth_cost.unwrap_or(0.0);
     let params = hevo_stats::synth::SynthParams {
         ability_spread: args.ability_spread,
-        cost_log_sd: cost,
-        candidate_cost_log_sd: if cost > 0.0 { 0.5 } else { 0.0 },
-        cost_difficulty_corr: if cost > 0.0 { 0.5 } else { 0.0 },
         ..hevo_stats::synth::SynthParams::near_identical()
-    };
+    }
+    .with_costs(args.synth_cost.unwrap_or(0.0));
     Ok(Matrix::synthetic(c, t, &params, args.synth_seed))
 }
 

@@ -120,6 +120,19 @@ impl SynthParams {
             ..SynthParams::default()
         }
     }
+
+    /// These parameters with the heavy-tailed cost model of `hevo replay --synth-cost`:
+    /// per-task log-normal costs of log-sd `log_sd`, correlated 0.5 with difficulty, times a
+    /// per-candidate multiplier of log-sd 0.5. `log_sd = 0` leaves every cost at 1.
+    pub fn with_costs(self, log_sd: f64) -> Self {
+        let on = log_sd > 0.0;
+        SynthParams {
+            cost_log_sd: log_sd,
+            candidate_cost_log_sd: if on { 0.5 } else { 0.0 },
+            cost_difficulty_corr: if on { 0.5 } else { 0.0 },
+            ..self
+        }
+    }
 }
 
 /// A synthetic outcome matrix together with the truth that generated it.

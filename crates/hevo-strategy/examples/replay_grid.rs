@@ -31,11 +31,9 @@ const REAL: [&str; 4] = [
 fn synth(spread: f64, cost: f64) -> Matrix {
     let params = SynthParams {
         ability_spread: spread,
-        cost_log_sd: cost,
-        candidate_cost_log_sd: if cost > 0.0 { 0.5 } else { 0.0 },
-        cost_difficulty_corr: if cost > 0.0 { 0.5 } else { 0.0 },
         ..SynthParams::near_identical()
-    };
+    }
+    .with_costs(cost);
     Matrix::synthetic(60, 200, &params, 1)
 }
 

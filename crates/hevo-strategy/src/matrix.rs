@@ -475,12 +475,7 @@ impl Matrix {
         let difficulty: Vec<f64> = (0..self.tasks.len())
             .map(|t| -self.outcomes.iter().map(|r| r[t]).sum::<f64>() / n_c)
             .collect();
-        let params = hevo_stats::synth::SynthParams {
-            cost_log_sd: log_sd,
-            candidate_cost_log_sd: 0.5,
-            cost_difficulty_corr: 0.5,
-            ..hevo_stats::synth::SynthParams::default()
-        };
+        let params = hevo_stats::synth::SynthParams::default().with_costs(log_sd);
         let (task, cand) =
             hevo_stats::synth::cost_model(&difficulty, self.outcomes.len(), &params, seed);
         Matrix {
