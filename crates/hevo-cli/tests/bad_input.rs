@@ -1,24 +1,16 @@
 //! Bad input to `hevo eval` and adversarial harnesses through the real binary: each a
 //! clear error (exit 2 naming the file or flag and the fix) or the exact contained outcome.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
+use std::path::Path;
+use std::process::Output;
+
+use support::{eval_command, one_task, write};
 
 fn eval(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hevo"));
-    c.arg("eval")
-        .arg(dir.join("h"))
-        .arg("--suite")
-        .arg(dir.join("suite"))
-        .arg("--run-dir")
-        .arg(dir.join("run"))
-        .args(["--no-model", "--no-progress", "--json"])
-        .args(extra);
+    let mut c = eval_command(dir);
+    c.arg("--no-model").args(extra);
     for (k, v) in env {
         c.env(k, v);
     }
@@ -26,19 +18,7 @@ fn eval(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn setup(dir: &Path, harness_py: &str) {
-    write(
-        &dir.join("h/harness.toml"),
-        "entry = [\"python3\", \"h.py\"]\n",
-    );
-    write(&dir.join("h/h.py"), harness_py);
-    write(
-        &dir.join("suite/suite.toml"),
-        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
-    );
-    write(
-        &dir.join("suite/tasks.jsonl"),
-        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}\n",
-    );
+    one_task(dir, ("python3", "h.py", harness_py), "x");
 }
 
 fn stderr(o: &Output) -> String {

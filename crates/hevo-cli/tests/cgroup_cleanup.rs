@@ -3,8 +3,12 @@
 //! what is left in the groups of hevo processes that no longer exist and removes them.
 //! Skips where this process can make no cgroup (not root), unless `HEVO_TEST_CGROUP=1`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use support::{eval_command, one_task};
 
 /// The directory of this process's group in the v1 `pids` hierarchy, if it is mounted.
 fn own_pids_group() -> Option<PathBuf> {
@@ -27,11 +31,6 @@ fn own_pids_group() -> Option<PathBuf> {
     })?;
     let rel = path.strip_prefix(root.as_str()).unwrap_or(&path);
     Some(mount.join(rel.trim_start_matches('/')))
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
 }
 
 #[test]
@@ -62,29 +61,8 @@ fn a_killed_hevos_leftover_cgroup_is_emptied_and_removed_by_the_next_hevo() {
 
     // Any command that runs trials probes the cgroups at its start.
     let d = tempfile::tempdir().unwrap();
-    write(
-        &d.path().join("h/harness.toml"),
-        "entry = [\"sh\", \"h.sh\"]\n",
-    );
-    write(&d.path().join("h/h.sh"), "echo '\"x\"'\n");
-    write(
-        &d.path().join("suite/suite.toml"),
-        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
-    );
-    write(
-        &d.path().join("suite/tasks.jsonl"),
-        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}\n",
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
-        .arg("eval")
-        .arg(d.path().join("h"))
-        .arg("--suite")
-        .arg(d.path().join("suite"))
-        .arg("--run-dir")
-        .arg(d.path().join("run"))
-        .args(["--no-model", "--no-progress", "--json"])
-        .output()
-        .unwrap();
+    one_task(d.path(), ("sh", "h.sh", "echo '\"x\"'\n"), "x");
+    let out = eval_command(d.path()).arg("--no-model").output().unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -3,13 +3,12 @@
 //! and its call is counted on the trial. Needs bwrap, the local model (`hevo model pull`)
 //! and `pip install openai` for `python3`; skips loudly without them.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
+use support::{eval_command, one_task};
 
 const SDK_HARNESS: &str = r#"
 import json, sys
@@ -40,27 +39,8 @@ fn the_openai_sdk_reaches_the_gateway_from_inside_the_sandbox() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    write(
-        &d.path().join("h/harness.toml"),
-        "entry = [\"python3\", \"h.py\"]\n",
-    );
-    write(&d.path().join("h/h.py"), SDK_HARNESS);
-    write(
-        &d.path().join("suite/suite.toml"),
-        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
-    );
-    write(
-        &d.path().join("suite/tasks.jsonl"),
-        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"called\"}\n",
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
-        .arg("eval")
-        .arg(d.path().join("h"))
-        .arg("--suite")
-        .arg(d.path().join("suite"))
-        .arg("--run-dir")
-        .arg(d.path().join("run"))
-        .args(["--json", "--no-progress"])
+    one_task(d.path(), ("python3", "h.py", SDK_HARNESS), "called");
+    let out = eval_command(d.path())
         .env("HEVO_SANDBOX", "require")
         .output()
         .unwrap();

@@ -1,0 +1,45 @@
+//! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
+//! suite beside a harness, and the `hevo eval` command line over them.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+/// Writes `text` to `path`, making its directories.
+pub fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Under `dir`: the harness `h/` that runs `program` with the file `h/<file>` holding
+/// `code` (e.g. `("sh", "h.sh", "echo ...")`), and the suite `suite/` with one val task `a`
+/// whose expected answer is `expected` (exact scorer).
+pub fn one_task(dir: &Path, (program, file, code): (&str, &str, &str), expected: &str) {
+    write(
+        &dir.join("h/harness.toml"),
+        &format!("entry = [\"{program}\", \"{file}\"]\n"),
+    );
+    write(&dir.join("h").join(file), code);
+    write(
+        &dir.join("suite/suite.toml"),
+        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
+    );
+    write(
+        &dir.join("suite/tasks.jsonl"),
+        &format!("{{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"{expected}\"}}\n"),
+    );
+}
+
+/// `hevo eval DIR/h --suite DIR/suite --run-dir DIR/run --no-progress --json`; add flags
+/// and environment before running it.
+pub fn eval_command(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hevo"));
+    c.arg("eval")
+        .arg(dir.join("h"))
+        .arg("--suite")
+        .arg(dir.join("suite"))
+        .arg("--run-dir")
+        .arg(dir.join("run"))
+        .args(["--no-progress", "--json"]);
+    c
+}
