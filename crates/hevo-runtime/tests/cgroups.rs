@@ -19,7 +19,7 @@ use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
 
 mod support;
-use support::{kill_all, marker, survivors};
+use support::{kill_all, marker, survivors, Fixture};
 
 /// Whether cgroups can be made here; panics under `HEVO_TEST_CGROUP=1` when they cannot.
 fn have_cgroups() -> bool {
@@ -61,22 +61,7 @@ fn launchers(limits: TrialLimits) -> Vec<(&'static str, Arc<dyn Launcher>)> {
     out
 }
 
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
 impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p
-    }
     /// One val task whose expected answer is `"ok"`.
     fn suite(&self) -> PathBuf {
         self.write(

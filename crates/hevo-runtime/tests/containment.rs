@@ -22,7 +22,7 @@ use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
 
 mod support;
-use support::{kill_all, marker, survivors};
+use support::{kill_all, marker, survivors, Fixture};
 
 fn sandbox() -> Option<Arc<dyn Launcher>> {
     let init = PathBuf::from(env!("CARGO_BIN_EXE_hevo-sandbox-init"));
@@ -40,24 +40,7 @@ fn sandbox() -> Option<Arc<dyn Launcher>> {
     }
 }
 
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
 impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
     /// A suite of `n` val tasks whose expected answer is `secret-<i>` (input: the index).
     fn suite(&self, n: usize) -> PathBuf {
         self.write(

@@ -15,6 +15,9 @@ use hevo_runtime::report::EvalReport;
 use hevo_runtime::store::Store;
 use serde_json::{json, Value};
 
+mod support;
+use support::Fixture;
+
 /// A harness whose behaviour is chosen by the task input's `mode`.
 const BEHAVE_PY: &str = r#"
 import json, os, signal, subprocess, sys, time
@@ -52,27 +55,7 @@ elif mode == "sleep":
     print(json.dumps(task["answer"]))
 "#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
 impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
     fn harness(&self, manifest_extra: &str) -> PathBuf {
         self.write("harness/behave.py", BEHAVE_PY);
         self.write(

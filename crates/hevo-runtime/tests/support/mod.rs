@@ -34,3 +34,31 @@ pub fn marker(base: u32) -> String {
     let pid = std::process::id();
     format!("{}.{pid}", base + pid % 1000)
 }
+
+/// A temporary directory the test writes its suite and harness files into (removed on
+/// drop). Each test binary adds its own builders (`impl Fixture { fn suite(..) }`): this
+/// module is part of each binary, so the type is local to it.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `rel` under the fixture's directory.
+    pub fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Writes `text` to `rel` (parents created) and returns its path.
+    pub fn write(&self, rel: &str, text: &str) -> std::path::PathBuf {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
