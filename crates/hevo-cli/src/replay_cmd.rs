@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::anyhow;
 use hevo_stats::design::DEFAULT_MC_DRAWS;
 use hevo_stats::estimate::Estimator;
+use hevo_strategy::frontier::Frontier;
 use hevo_strategy::replay::{self, Matrix, ReplayConfig};
 use hevo_strategy::strategy::StrategyKind;
 use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
@@ -30,7 +31,10 @@ use crate::CliError;
                   val task, the pick on exact scores), or all.\n\n\
                   Workloads: a logged matrix; --attempts K on a pass@1 file (near-identical \
                   attempts); --sample CxT for a small seeded field; --synth CxT (Rasch); \
-                  --synth-cost LOG_SD for heavy-tailed dollars on any of them."
+                  --synth-cost LOG_SD for heavy-tailed dollars on any of them.\n\n\
+                  Budgets: --rho 0.2,0.1,0.05 replays each in turn, to see what each \
+                  strategy's pick costs at each budget (docs/replay.md compares `default` \
+                  at several rhos with `coevolve` at 0.2)."
 )]
 pub struct Args {
     /// The outcome matrix: CSV with header `candidate,task,outcome[,cost_usd]`, one row per cell.
@@ -66,9 +70,18 @@ pub struct Args {
     /// Strategy to replay: full, fixed, resample, coevolve, screen, race, default, or all.
     #[arg(long, default_value = "all")]
     pub strategy: String,
-    /// Share of the val tasks each candidate is evaluated on (m = ceil(rho * N)).
-    #[arg(long, default_value_t = 0.2)]
-    pub rho: f64,
+    /// Share of the val tasks each candidate is evaluated on (m = ceil(rho * N)). Several
+    /// values (`--rho 0.2,0.1,0.05`) replay each in turn on the same seeds: one table per
+    /// value, then the frontier, the (strategy, rho) settings no other picks better for less
+    /// (with --json: `{"runs": [one document per value], "frontier": {...}}`). E.g. the
+    /// least rho at which `default` ranks as well as `coevolve` at 0.2, and at what price.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.2",
+        value_name = "RHO[,RHO...]"
+    )]
+    pub rho: Vec<f64>,
     /// New candidates per iteration.
     #[arg(long, default_value_t = 3)]
     pub per_iter: usize,
@@ -146,8 +159,8 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
 
 /// Runs `hevo replay`.
 pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
-    if !(args.rho > 0.0 && args.rho <= 1.0) {
-        return Err(user(format!("--rho {} must be in (0, 1]", args.rho)));
+    if let Some(bad) = args.rho.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
+        return Err(user(format!("--rho {bad} must be in (0, 1]")));
     }
     if args.per_iter == 0 {
         return Err(user("--per-iter must be at least 1".into()));
@@ -205,22 +218,40 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let cfg = ReplayConfig {
-        strategies: kinds,
-        rho: args.rho,
-        per_iter: args.per_iter,
-        seeds: args.seeds,
-        first_seed: args.first_seed,
-        split: !args.no_split,
-        threads,
-    };
-    let report = replay::run(&matrix, &cfg);
+    let reports: Vec<replay::ReplayReport> = args
+        .rho
+        .iter()
+        .map(|&rho| {
+            let cfg = ReplayConfig {
+                strategies: kinds.clone(),
+                rho,
+                per_iter: args.per_iter,
+                seeds: args.seeds,
+                first_seed: args.first_seed,
+                split: !args.no_split,
+                threads,
+            };
+            replay::run(&matrix, &cfg)
+        })
+        .collect();
     if args.json {
-        let doc =
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::Internal(anyhow!(e)))?;
+        // One rho: its document, as always; several: the documents in --rho's order and
+        // the frontier over all of them.
+        let doc = match reports.as_slice() {
+            [one] => serde_json::to_string_pretty(one),
+            runs => serde_json::to_string_pretty(&serde_json::json!({
+                "runs": runs,
+                "frontier": Frontier::of(runs),
+            })),
+        }
+        .map_err(|e| CliError::Internal(anyhow!(e)))?;
         println!("{doc}");
     } else {
-        print!("{report}");
+        let mut tables: Vec<String> = reports.iter().map(|r| r.to_string()).collect();
+        if reports.len() > 1 {
+            tables.push(Frontier::of(&reports).to_string());
+        }
+        print!("{}", tables.join("\n"));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -266,3 +266,68 @@ fn samples_and_synthetic_costs_of_a_logged_matrix() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--rho 0.2,0.05` replays each budget on the same seeds: two tables and the frontier, or
+/// with `--json` `{"runs": [...], "frontier": {...}}`, each run exactly what a single `--rho`
+/// prints; a bad value anywhere in the list exits 2 naming it.
+#[test]
+fn several_rhos_replay_each_budget_and_print_the_frontier() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "m.csv", &complete(9, 40));
+    let replay = |rho: &str, json: bool| {
+        let mut cmd = hevo();
+        cmd.args([
+            "replay",
+            "--seeds",
+            "3",
+            "--synth-cost",
+            "1.0",
+            "--rho",
+            rho,
+        ]);
+        cmd.args(["--strategy", "default"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.arg(&p).output().unwrap();
+        assert!(out.status.success(), "{rho}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let both: serde_json::Value = serde_json::from_str(&replay("0.2,0.05", true)).unwrap();
+    let runs = both["runs"].as_array().expect("runs for several rhos");
+    assert_eq!(runs.len(), 2);
+    for (doc, rho) in runs.iter().zip(["0.2", "0.05"]) {
+        assert_eq!(doc["rho"], rho.parse::<f64>().unwrap());
+        let one: serde_json::Value = serde_json::from_str(&replay(rho, true)).unwrap();
+        assert_eq!(doc, &one, "--rho {rho} alone prints the same document");
+    }
+    // The frontier: default at each rho, unless one of them ranks as well for fewer dollars.
+    let frontier = &both["frontier"];
+    assert_eq!(frontier["spend"], "dollars", "{frontier}");
+    let points = frontier["points"].as_array().unwrap();
+    assert!(!points.is_empty() && points.len() <= 2, "{frontier}");
+    let cheapest = runs
+        .iter()
+        .map(|r| r["strategies"][0]["cost_share"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(points[0]["spend"].as_f64().unwrap(), cheapest, "{frontier}");
+
+    let text = replay("0.2,0.05", false);
+    assert_eq!(text.matches("replay: ").count(), 2, "{text}");
+    assert!(
+        text.contains("rho 0.2,") && text.contains("rho 0.05,"),
+        "{text}"
+    );
+    assert!(
+        text.contains("frontier: ") && text.contains("dollar share"),
+        "{text}"
+    );
+
+    let out = hevo()
+        .args(["replay", "--rho", "0.2,0"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rho 0 must be in (0, 1]"));
+}

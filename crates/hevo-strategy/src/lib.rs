@@ -7,11 +7,14 @@
 //! - [`vocab`]: the one vocabulary of strategy and estimator names, shared by `hevo.toml`,
 //!   the command line and replay.
 //! - [`replay`]: offline evaluation of strategies on a logged outcome matrix.
+//! - [`frontier`]: the (strategy, rho) settings of several replays that pick best for what
+//!   they spend.
 //!
 //! This crate depends on `hevo-stats` only: no async runtime, no model, no store, so a new
 //! strategy is written and tested here without building llama.cpp.
 #![warn(missing_docs)]
 
+pub mod frontier;
 pub mod matrix;
 pub mod replay;
 pub mod strategy;
