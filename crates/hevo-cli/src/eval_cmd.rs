@@ -47,7 +47,7 @@ pub struct Args {
     /// Trials run at the same time [default: number of cores].
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Run directory [default: runs/eval-<harness>-<hash>, printed on stderr].
+    /// Run directory (default: runs/eval-HARNESS-HASH, printed on stderr).
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
     /// Print one JSON document on stdout instead of the table.

@@ -37,7 +37,7 @@ pub struct ModelPrice {
     #[serde(default)]
     pub free: bool,
     /// Most output tokens the model generates when a request sets no limit: what a call
-    /// without `max_tokens` reserves against the caps ([`DEFAULT_MAX_OUTPUT`] when unset).
+    /// without `max_tokens` reserves against the caps (`DEFAULT_MAX_OUTPUT` when unset).
     #[serde(default)]
     pub max_output: Option<u64>,
 }
@@ -96,7 +96,7 @@ impl ModelPrice {
         })
     }
 
-    /// The request's output limit, else the model's default, else [`DEFAULT_MAX_OUTPUT`].
+    /// The request's output limit, else the model's default, else `DEFAULT_MAX_OUTPUT`.
     pub fn output_limit(&self, requested: Option<u64>) -> u64 {
         requested.or(self.max_output).unwrap_or(DEFAULT_MAX_OUTPUT)
     }

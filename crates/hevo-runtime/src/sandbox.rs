@@ -12,8 +12,8 @@
 //! - File system: `/usr`, `/etc`, `/opt` and the `/bin`, `/lib*`, `/sbin` links read-only;
 //!   a fresh `/proc` (only the sandbox's processes), a minimal `/dev`, no writable `/tmp`
 //!   (`TMPDIR` is the working directory);
-//!   the working directory writable (unless [`Access::cwd_read_only`]); the launch's
-//!   [`Access`] paths and the entry program's installation prefix read-only; the root
+//!   the working directory writable (unless [`crate::launch::Access::cwd_read_only`]); the launch's
+//!   [`crate::launch::Access`] paths and the entry program's installation prefix read-only; the root
 //!   read-only. The suite, the run directory, `HEVO_HOME` and the home directory are not
 //!   mounted, so they do not exist inside.
 //! - Processes: PID 1 of the namespace is bwrap; when the harness's init exits (or hevo
@@ -23,7 +23,7 @@
 //!   `127.0.0.1`/`localhost` (the gateway) gets a relay: the init listens on that port
 //!   inside and forwards each connection through a per-launch Unix socket to hevo, which
 //!   serves the gateway there with the trial's key bound to that socket (or forwards to
-//!   the host's port; see [`crate::sandbox_relay`]). Nothing else is reachable.
+//!   the host's port; see `sandbox_relay.rs`). Nothing else is reachable.
 //! - Limits: [`SandboxOptions::limits`] go to a cgroup per launch ([`crate::cgroup`]:
 //!   memory, processes, CPU and IO of the whole sandbox, killed as a whole at its end);
 //!   [`SandboxOptions::memory_mb`] (address space per process, `RLIMIT_AS`) and

@@ -1,7 +1,7 @@
 //! [`SlurmLauncher`]: trial-side processes as jobs of an existing Slurm cluster.
 //!
 //! Each launch becomes one Slurm job (a plain job, or an element of a job array when
-//! launches arrive together: [`batch`]) whose script ([`script`]) runs the command with
+//! launches arrive together: `batch.rs`) whose script (`script.rs`) runs the command with
 //! exactly the [`LaunchSpec`]'s environment, its stdin from a file, its stdout and stderr
 //! into the trace files, which must be on a filesystem the compute nodes share with hevo
 //! (the run directory and `work_root`), and writes an exit marker when the command ends.

@@ -4,7 +4,7 @@
 //!
 //! The agent (Claude Code, Codex, or any command) reads its directory with its own tools.
 //! hevo starts it through the same
-//! [`Launcher`](hevo_runtime::launch::Launcher) seam as trials (so a sandbox can wrap it), with a
+//! [`hevo_runtime::launch::Launcher`] seam as trials (so a sandbox can wrap it), with a
 //! cleared environment, a time limit that kills its whole process group, and its transcript
 //! (stdout and stderr) saved. Its model traffic can be pointed at hevo's gateway by passing
 //! the gateway's variables in `model_env`, so its spend lands in the same ledger. Its `HOME`

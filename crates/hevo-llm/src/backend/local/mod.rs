@@ -55,7 +55,7 @@ pub struct LocalConfig {
 }
 
 impl LocalConfig {
-    /// Defaults for `model_path`: [`default_threads`] and [`default_parallel`], a 4096-token
+    /// Defaults for `model_path`: `default_threads()` and `default_parallel()`, a 4096-token
     /// context and 64-token batches (as fast as 512 on a 391-token prompt, 32 was 15%
     /// slower; a smaller chunk reuses more of a cached prefix).
     pub fn new(name: &str, model_path: impl Into<PathBuf>) -> Self {
@@ -70,7 +70,7 @@ impl LocalConfig {
         }
     }
 
-    /// Sets the threads of each worker, and the workers to [`default_parallel`] for them.
+    /// Sets the threads of each worker, and the workers to `default_parallel()` for them.
     #[must_use]
     pub fn with_threads(mut self, threads: u32) -> Self {
         self.threads = threads;
