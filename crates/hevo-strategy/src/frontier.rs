@@ -30,11 +30,21 @@ pub struct FrontierPoint {
     pub spend: f64,
 }
 
+/// What a frontier's spend counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Spend {
+    /// The dollar share of full evaluation (every row has one: the matrix has costs).
+    Dollars,
+    /// The evaluation share of full evaluation.
+    Evaluations,
+}
+
 /// The frontier of several replays of one matrix (one per rho, same seeds).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Frontier {
-    /// What spend counts: `dollars` when every row has a dollar share, else `evaluations`.
-    pub spend: &'static str,
+    /// What spend counts (`"dollars"` or `"evaluations"` in JSON).
+    pub spend: Spend,
     /// The settings no other beats, cheapest first; on equal spend, the better rank first. A
     /// setting that gives the same row at several rhos (`full` ignores rho) is listed once,
     /// at the first of them.
@@ -78,7 +88,11 @@ impl Frontier {
         }
         points.sort_by(|a, b| a.spend.total_cmp(&b.spend).then(a.rank.total_cmp(&b.rank)));
         Frontier {
-            spend: if dollars { "dollars" } else { "evaluations" },
+            spend: if dollars {
+                Spend::Dollars
+            } else {
+                Spend::Evaluations
+            },
             points,
         }
     }
@@ -87,10 +101,9 @@ impl Frontier {
 /// The table `hevo replay` prints after several rhos.
 impl fmt::Display for Frontier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = if self.spend == "dollars" {
-            "dollar"
-        } else {
-            "evaluation"
+        let what = match self.spend {
+            Spend::Dollars => "dollar",
+            Spend::Evaluations => "evaluation",
         };
         writeln!(
             f,
@@ -190,7 +203,7 @@ mod tests {
                 ("full", 0.2),
             ]
         );
-        assert_eq!(f.spend, "dollars");
+        assert_eq!(f.spend, Spend::Dollars);
         assert_eq!(
             f.points[1].spend, 0.12,
             "dollar shares when every row has one"
@@ -207,7 +220,7 @@ mod tests {
             vec![row("fixed", 2.0, 0.2, None), row("screen", 2.0, 0.1, None)],
         )];
         let f = Frontier::of(&reports);
-        assert_eq!(f.spend, "evaluations");
+        assert_eq!(f.spend, Spend::Evaluations);
         assert_eq!(f.points.len(), 1, "screen ranks as well for less");
         let p = &f.points[0];
         assert_eq!((p.name.as_str(), p.spend), ("screen", 0.1));
