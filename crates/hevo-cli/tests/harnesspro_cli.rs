@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod support;
+
 fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
@@ -43,24 +45,7 @@ fn pareto_dir(tmp: &Path) -> PathBuf {
 fn pareto_run_reports_tiers_in_json_and_text_and_finalize_tests_them() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = pareto_dir(tmp.path());
-    let out = hevo()
-        .args([
-            "run",
-            "--json",
-            "--no-progress",
-            "--jobs",
-            "2",
-            "--finalize",
-        ])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = support::run_finalized(&dir);
     let pick = doc["pick"]["name"].as_str().unwrap();
     let pareto = &doc["pareto"];
     assert_eq!(pareto["baseline"], "seed", "{pareto}");

@@ -6,9 +6,10 @@
 //! on the test split. Skips when the model is not pulled (`hevo model pull`; CI pulls it).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{json, Value};
+
+mod support;
 
 fn model_pulled() -> bool {
     let home = std::env::var_os("HEVO_HOME")
@@ -110,21 +111,7 @@ fn pareto_on_the_local_model_prices_shots_in_real_tokens() {
          [search]\niterations = 0\n[evaluation]\nstrategy = \"full\"\n[objective]\nkind = \"pareto\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
-        .args([
-            "run",
-            "--json",
-            "--no-progress",
-            "--jobs",
-            "2",
-            "--finalize",
-        ])
-        .arg(dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = support::run_finalized(dir);
     let pareto = &doc["pareto"];
     assert_eq!(pareto["unit"], "tokens", "{pareto}");
     assert_eq!(pareto["baseline"], "shots0", "{pareto}");

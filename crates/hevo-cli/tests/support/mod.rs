@@ -1,5 +1,5 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
-//! suite beside a harness, and the `hevo eval` command line over them.
+//! suite beside a harness, the `hevo eval` command line over them, and a finalized search.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -42,4 +42,27 @@ pub fn eval_command(dir: &Path) -> Command {
         .arg(dir.join("run"))
         .args(["--no-progress", "--json"]);
     c
+}
+
+/// `hevo run --json --no-progress --jobs 2 --finalize DIR`: the search and its test split,
+/// as a user runs them. Panics with hevo's stderr unless it succeeds; returns the document.
+pub fn run_finalized(dir: &Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args([
+            "run",
+            "--json",
+            "--no-progress",
+            "--jobs",
+            "2",
+            "--finalize",
+        ])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
