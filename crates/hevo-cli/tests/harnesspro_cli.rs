@@ -45,7 +45,7 @@ fn pareto_dir(tmp: &Path) -> PathBuf {
 fn pareto_run_reports_tiers_in_json_and_text_and_finalize_tests_them() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = pareto_dir(tmp.path());
-    let doc = support::run_finalized(&dir);
+    let doc = support::run_json(&dir, &["--finalize"]);
     let pick = doc["pick"]["name"].as_str().unwrap();
     let pareto = &doc["pareto"];
     assert_eq!(pareto["baseline"], "seed", "{pareto}");

@@ -111,7 +111,7 @@ fn pareto_on_the_local_model_prices_shots_in_real_tokens() {
          [search]\niterations = 0\n[evaluation]\nstrategy = \"full\"\n[objective]\nkind = \"pareto\"\n",
     )
     .unwrap();
-    let doc = support::run_finalized(dir);
+    let doc = support::run_json(dir, &["--finalize"]);
     let pareto = &doc["pareto"];
     assert_eq!(pareto["unit"], "tokens", "{pareto}");
     assert_eq!(pareto["baseline"], "shots0", "{pareto}");

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod support;
+use support::run_json;
+
 fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
@@ -42,20 +45,6 @@ fn search_dir(tmp: &Path) -> PathBuf {
     dir
 }
 
-fn run_json(dir: &Path) -> serde_json::Value {
-    let out = hevo()
-        .args(["run", "--json", "--no-progress", "--jobs", "2"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn trial_count(dir: &Path) -> i64 {
     let db = dir.join("runs/threshold/hevo.db");
     let c = rusqlite::Connection::open(db).unwrap();
@@ -67,7 +56,7 @@ fn trial_count(dir: &Path) -> i64 {
 fn run_and_finalize_print_the_documented_json() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = search_dir(tmp.path());
-    let doc = run_json(&dir);
+    let doc = run_json(&dir, &[]);
     for key in ["name", "estimate", "ci_low", "ci_high"] {
         assert!(
             doc["pick"][key].is_string() || doc["pick"][key].is_number(),
@@ -139,7 +128,7 @@ fn run_and_finalize_print_the_documented_json() {
 fn a_search_killed_at_random_points_resumes_to_the_same_pick() {
     let tmp = tempfile::tempdir().unwrap();
     let reference_dir = search_dir(&tmp.path().join("a"));
-    let reference = run_json(&reference_dir);
+    let reference = run_json(&reference_dir, &[]);
     let reference_trials = trial_count(&reference_dir);
 
     let dir = search_dir(&tmp.path().join("b"));
@@ -161,7 +150,7 @@ fn a_search_killed_at_random_points_resumes_to_the_same_pick() {
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
     }
-    let resumed = run_json(&dir);
+    let resumed = run_json(&dir, &[]);
     assert_eq!(
         resumed["pick"]["name"], reference["pick"]["name"],
         "{resumed}\n{reference}"

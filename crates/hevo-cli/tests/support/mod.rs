@@ -1,5 +1,5 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
-//! suite beside a harness, the `hevo eval` command line over them, and a finalized search.
+//! suite beside a harness, the `hevo eval` command line over them, and `hevo run --json`.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -44,18 +44,13 @@ pub fn eval_command(dir: &Path) -> Command {
     c
 }
 
-/// `hevo run --json --no-progress --jobs 2 --finalize DIR`: the search and its test split,
-/// as a user runs them. Panics with hevo's stderr unless it succeeds; returns the document.
-pub fn run_finalized(dir: &Path) -> serde_json::Value {
+/// `hevo run --json --no-progress --jobs 2 FLAGS DIR` (e.g. `&["--finalize"]` for the test
+/// split too), as a user runs it. Panics with hevo's stderr unless it succeeds; returns the
+/// document.
+pub fn run_json(dir: &Path, flags: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
-        .args([
-            "run",
-            "--json",
-            "--no-progress",
-            "--jobs",
-            "2",
-            "--finalize",
-        ])
+        .args(["run", "--json", "--no-progress", "--jobs", "2"])
+        .args(flags)
         .arg(dir)
         .output()
         .unwrap();
