@@ -209,3 +209,50 @@ fn default_reaches_coevolves_rank_for_at_most_60_percent_of_its_dollars() {
         dollars(c)
     );
 }
+
+/// The same dollar target where candidates are near-identical (60 candidates, ability sd
+/// 0.2, 200 tasks, log-sd 1.0 dollars): nearly every newcomer is a contender there, and
+/// before verifications stopped at `SPEND_CEILING` budgets, `default` spent as much at rho
+/// 0.02 as at 0.05 (most of it verifications dropped late), above 60% of `coevolve`'s
+/// dollars at every rho. With the ceiling a smaller rho spends less: at 0.02 `default`
+/// ranks 5.15 against paper `coevolve`'s 17.43 at rho 0.2, for 0.51 of its dollars, and
+/// spends 0.63 of what it spends at 0.05 (40 seeds; both fail with the ceiling removed).
+#[test]
+fn on_near_identical_candidates_a_smaller_rho_spends_less_and_reaches_coevolves_rank() {
+    use hevo_stats::design::DEFAULT_MC_DRAWS;
+    use hevo_stats::estimate::Estimator;
+    use hevo_strategy::strategy::PiMethod;
+    let m = Matrix::synthetic(60, 200, &spread(0.2).with_costs(1.0), 4);
+    let coevolve = StrategyKind::Coevolve {
+        estimator: Some(Estimator::Hajek),
+        pi: PiMethod::MonteCarlo(DEFAULT_MC_DRAWS),
+    };
+    let paper = run(&m, &cfg(vec![coevolve], 0.2, 40));
+    let low = run(&m, &cfg(vec![StrategyKind::Default], 0.02, 40));
+    let mid = run(&m, &cfg(vec![StrategyKind::Default], 0.05, 40));
+    let (c, d, e) = (&paper.strategies[0], &low.strategies[0], &mid.strategies[0]);
+    let dollars = |r: &StrategyRow| r.cost_usd.expect("dollars with costs");
+    eprintln!(
+        "default at 0.02: rank {:.2} ± {:.2}, ${:.0}; at 0.05: ${:.0}; coevolve at 0.2: rank {:.2} ± {:.2}, ${:.0}",
+        d.rank,
+        d.rank_se,
+        dollars(d),
+        dollars(e),
+        c.rank,
+        c.rank_se,
+        dollars(c)
+    );
+    assert_clearly_better(d, c);
+    assert!(
+        dollars(d) <= 0.6 * dollars(c),
+        "default ${} vs coevolve ${}",
+        dollars(d),
+        dollars(c)
+    );
+    assert!(
+        dollars(d) <= 0.8 * dollars(e),
+        "rho 0.02 spent ${} against ${} at 0.05",
+        dollars(d),
+        dollars(e)
+    );
+}

@@ -85,8 +85,9 @@ fn drive(
 }
 
 /// `race` never spends more than its budget. `default` buys every newcomer's first batch and
-/// every verification even past the budget (a pick among near-identical candidates must rest
-/// on exact scores), but its end of run spends only what is left of the budget.
+/// its verifications even past the budget (a pick among near-identical candidates must rest
+/// on exact scores; verifications stop at six budgets, `replay_selection` checks what that
+/// saves), but its end of run spends only what is left of the budget.
 #[test]
 fn racing_never_spends_more_than_its_budget() {
     for seed in 0..12u64 {

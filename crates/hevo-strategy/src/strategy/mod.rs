@@ -33,8 +33,9 @@
 //! (`D + 0.674 se > 0`) is verified: its sample is doubled until every val task is observed
 //! (it is then known exactly and may become the anchor), unless racing's rule drops it
 //! first (`D + 1.0 se < 0`). First batches and verifications are bought even past the budget
-//! (GEPA's screen does the same: on near-identical candidates only exact scores can pick);
-//! what is left of the budget at the end verifies the finalists that still have that 25%
+//! (GEPA's screen does the same: on near-identical candidates only exact scores can pick),
+//! verifications up to six budgets in all, so that a smaller rho still spends less; what is
+//! left of the budget at the end verifies the finalists that still have that 25%
 //! chance (or, when fewer than 3 full evaluations fit, gives the top 3 one more batch per
 //! round), and is handed back when none has it (`default.rs`). The pick is the best exactly
 //! known candidate unless a sampled one beats it by 1.5 standard errors. Sampled candidates
