@@ -2,11 +2,12 @@
 //! candidate clearly beats them; on separable candidates it costs about rho's budget; on
 //! near-identical ones it matches GEPA's screen and beats the argmax of sampled estimates.
 
-use hevo_stats::design::Strata;
+use hevo_stats::design::{Strata, DEFAULT_MC_DRAWS};
+use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::{rasch_matrix, SynthParams};
 use hevo_stats::weights::WeightParams;
 use hevo_strategy::replay::{run, Matrix, MatrixOracle, ReplayConfig, StrategyRow};
-use hevo_strategy::strategy::{build, StrategyConfig, StrategyKind};
+use hevo_strategy::strategy::{build, PiMethod, StrategyConfig, StrategyKind};
 
 /// How many standard errors a sampled pick must clear the best exact score by (`Z_PICK`).
 const Z_PICK: f64 = 1.5;
@@ -165,6 +166,19 @@ fn default_matches_screen_on_a_small_near_identical_field() {
     assert_clearly_better(d, race);
 }
 
+/// Task-CoEvolve as published: the Hájek estimator, inclusion probabilities by Monte Carlo.
+fn paper_coevolve() -> StrategyKind {
+    StrategyKind::Coevolve {
+        estimator: Some(Estimator::Hajek),
+        pi: PiMethod::MonteCarlo(DEFAULT_MC_DRAWS),
+    }
+}
+
+/// A row's dollars per seed (the matrices of these tests have costs).
+fn dollars(r: &StrategyRow) -> f64 {
+    r.cost_usd.expect("dollars with costs")
+}
+
 /// The dollar target of cost-aware evaluation, on the shape of the LiveCodeBench matrices:
 /// 40 separable candidates (ability sd 1.0, pass-rate logits spread like lcb_codegen's) on
 /// 400 tasks with heavy-tailed dollars (log-sd 1.0, dearer on hard tasks). Paper `coevolve`
@@ -175,18 +189,10 @@ fn default_matches_screen_on_a_small_near_identical_field() {
 /// both comparisons on the four LiveCodeBench matrices.
 #[test]
 fn default_reaches_coevolves_rank_for_at_most_60_percent_of_its_dollars() {
-    use hevo_stats::design::DEFAULT_MC_DRAWS;
-    use hevo_stats::estimate::Estimator;
-    use hevo_strategy::strategy::PiMethod;
     let m = Matrix::synthetic(40, 400, &spread(1.0).with_costs(1.0), 4);
-    let coevolve = StrategyKind::Coevolve {
-        estimator: Some(Estimator::Hajek),
-        pi: PiMethod::MonteCarlo(DEFAULT_MC_DRAWS),
-    };
-    let paper = run(&m, &cfg(vec![coevolve], 0.2, 40));
+    let paper = run(&m, &cfg(vec![paper_coevolve()], 0.2, 40));
     let ours = run(&m, &cfg(vec![StrategyKind::Default], 0.05, 40));
     let (c, d) = (&paper.strategies[0], &ours.strategies[0]);
-    let dollars = |r: &StrategyRow| r.cost_usd.expect("dollars with costs");
     eprintln!(
         "default at 0.05: rank {:.2} ± {:.2}, ${:.0}; coevolve at 0.2: rank {:.2} ± {:.2}, ${:.0}",
         d.rank,
@@ -219,19 +225,11 @@ fn default_reaches_coevolves_rank_for_at_most_60_percent_of_its_dollars() {
 /// spends 0.63 of what it spends at 0.05 (40 seeds; both fail with the ceiling removed).
 #[test]
 fn on_near_identical_candidates_a_smaller_rho_spends_less_and_reaches_coevolves_rank() {
-    use hevo_stats::design::DEFAULT_MC_DRAWS;
-    use hevo_stats::estimate::Estimator;
-    use hevo_strategy::strategy::PiMethod;
     let m = Matrix::synthetic(60, 200, &spread(0.2).with_costs(1.0), 4);
-    let coevolve = StrategyKind::Coevolve {
-        estimator: Some(Estimator::Hajek),
-        pi: PiMethod::MonteCarlo(DEFAULT_MC_DRAWS),
-    };
-    let paper = run(&m, &cfg(vec![coevolve], 0.2, 40));
+    let paper = run(&m, &cfg(vec![paper_coevolve()], 0.2, 40));
     let low = run(&m, &cfg(vec![StrategyKind::Default], 0.02, 40));
     let mid = run(&m, &cfg(vec![StrategyKind::Default], 0.05, 40));
     let (c, d, e) = (&paper.strategies[0], &low.strategies[0], &mid.strategies[0]);
-    let dollars = |r: &StrategyRow| r.cost_usd.expect("dollars with costs");
     eprintln!(
         "default at 0.02: rank {:.2} ± {:.2}, ${:.0}; at 0.05: ${:.0}; coevolve at 0.2: rank {:.2} ± {:.2}, ${:.0}",
         d.rank,
