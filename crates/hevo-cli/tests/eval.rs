@@ -1,11 +1,14 @@
 //! `hevo eval` end to end: the real binary, real harness processes, the real store.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hevo_runtime::store::Store;
 use serde_json::Value;
+
+mod support;
+use support::{json_of, write};
 
 fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
@@ -13,21 +16,6 @@ fn hevo() -> Command {
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "hevo failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+mod support;
+
 fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
@@ -30,12 +32,7 @@ fn list_shows_the_verified_default_model() {
         .env("HEVO_HOME", &home)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::json_of(&out);
     let models = v["models"].as_array().unwrap();
     assert!(models.iter().any(|m| m["verified_default"] == true), "{v}");
 }
@@ -48,12 +45,7 @@ fn pull_with_a_verified_copy_fetches_nothing() {
         .env("HEVO_HOME", &home)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::json_of(&out);
     assert_eq!(v["fetched"], false);
     assert_eq!(
         v["sha256"],
@@ -79,12 +71,7 @@ fn run_answers_a_prompt_greedily() {
             .unwrap()
     };
     let out = run();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::json_of(&out);
     assert!(!v["text"].as_str().unwrap().is_empty(), "{v}");
     assert!(v["usage"]["output_tokens"].as_u64().unwrap() <= 5);
     let again: serde_json::Value = serde_json::from_slice(&run().stdout).unwrap();

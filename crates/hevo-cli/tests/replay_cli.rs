@@ -3,6 +3,8 @@
 use std::io::Write;
 use std::process::Command;
 
+mod support;
+
 fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
@@ -79,8 +81,7 @@ fn json_has_strategies_and_oracle_test() {
         .arg(&p)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = support::json_of(&out);
     let rows = doc["strategies"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     for want in ["full", "fixed", "resample", "screen", "race", "default"] {
@@ -165,8 +166,7 @@ fn synthetic_costs_and_attempts_reach_the_json() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = support::json_of(&out);
     let row = &doc["strategies"][0];
     assert!(row["cost_share"].as_f64().unwrap() > 0.0, "{row}");
     assert!(row["cost_usd"].as_f64().unwrap() > 0.0, "{row}");
@@ -178,8 +178,7 @@ fn synthetic_costs_and_attempts_reach_the_json() {
         .arg(&p)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = support::json_of(&out);
     assert_eq!(doc["candidates"], 12);
     // --attempts 0 and a file without pass_at_1 are user errors.
     let out = hevo()

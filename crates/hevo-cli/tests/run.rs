@@ -68,17 +68,13 @@ fn run_and_finalize_print_the_documented_json() {
         assert!(doc["tokens"][key].is_u64(), "tokens.{key}: {doc}");
     }
     assert!(doc["cost_usd"].is_number());
-    let out = hevo()
-        .args(["finalize", "--json"])
-        .arg(dir.join("runs/threshold"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let fin = support::json_of(
+        &hevo()
+            .args(["finalize", "--json"])
+            .arg(dir.join("runs/threshold"))
+            .output()
+            .unwrap(),
     );
-    let fin: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let pick = doc["pick"]["name"].as_str().unwrap();
     assert!(fin["test"][pick]["pass_rate"].is_number(), "{fin}");
     assert!(fin["test"]["seed"]["pass_rate"].is_number(), "{fin}");

@@ -7,27 +7,15 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod support;
+use support::{json_of, write};
+
 fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
 
 fn agent() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/synth_agent.py")
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "hevo failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
 /// A suite of file-writing tasks (the original scorer is `exact` against planted markers

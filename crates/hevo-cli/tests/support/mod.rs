@@ -1,9 +1,10 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
-//! suite beside a harness, the `hevo eval` command line over them, and `hevo run --json`.
+//! suite beside a harness, the `hevo eval` command line over them, `hevo run --json`, and
+//! reading a command's JSON document.
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// Writes `text` to `path`, making its directories.
 pub fn write(path: &Path, text: &str) {
@@ -54,10 +55,17 @@ pub fn run_json(dir: &Path, flags: &[&str]) -> serde_json::Value {
         .arg(dir)
         .output()
         .unwrap();
+    json_of(&out)
+}
+
+/// The JSON document a `--json` command printed; panics with its exit status and stderr
+/// unless it succeeded.
+pub fn json_of(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
-        "{}",
+        "hevo failed: {}\n{}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
