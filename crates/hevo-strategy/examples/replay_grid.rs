@@ -6,16 +6,24 @@
 //! `replay::run`).
 //!
 //! `cargo run --release -p hevo-strategy --example replay_grid -- SEEDS FIRST_SEED
-//! [all|cheap|coevolve|STRATEGY] [WORKLOAD ...]` (workloads: real, att, small, rcost, synth, cost, or a single name as
-//! printed in the first column; default all of them). `RHO=0.2` runs one rho; the matrices
-//! are read from `HEVO_REPLAY_DATA` (default /work/shared/data/replay).
+//! [all|cheap|coevolve|STRATEGY] [WORKLOAD ...]` (workloads: real, att, small, rcost, synth,
+//! cost, or a single name as printed in the first column; default all of them; `heldout`
+//! adds the held-out check, below). `RHO=0.2` runs one rho; the matrices are read from
+//! `HEVO_REPLAY_DATA` (default /work/shared/data/replay).
+//!
+//! `heldout` is the check on matrices no constant was chosen on: the per-attempt, small-field,
+//! cost and synthetic workloads drawn again with matrix seeds 2 and 3 (the tuning used 1),
+//! seeded 20 x 150 samples of the real matrices, and four shapes never replayed before
+//! (13 x 80 separable, 30 x 500, 120 x 300, 40 x 400 with costs). With `all`, each setting
+//! ends with a `# verdict` line: `default`'s rank and the best peer spending at least as
+//! much (dollars with costs, else evaluations).
 
 use std::path::Path;
 
 use hevo_stats::design::DEFAULT_MC_DRAWS;
 use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::SynthParams;
-use hevo_strategy::replay::{run, Matrix, ReplayConfig};
+use hevo_strategy::replay::{run, Matrix, ReplayConfig, StrategyRow};
 use hevo_strategy::strategy::{PiMethod, StrategyKind};
 use hevo_strategy::vocab::{StrategyName, StrategyOptions};
 
@@ -87,7 +95,87 @@ fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
             out.push((name, synth(0.2, cost)));
         }
     }
+    // Only when asked for: `all` workloads stay the tuning grid.
+    if sel.iter().any(|s| s == "heldout") {
+        out.extend(heldout(&data));
+    }
     out
+}
+
+/// The held-out workloads (module docs), named `GROUP:...:sSEED`.
+fn heldout(data: &str) -> Vec<(String, Matrix)> {
+    let mut out = Vec::new();
+    for seed in [2, 3] {
+        for r in REAL {
+            let extra = format!("{data}/{r}.extra.csv");
+            let att = Matrix::from_attempts(Path::new(&extra), 5, seed).expect("attempts");
+            let real =
+                Matrix::from_csv(Path::new(&format!("{data}/{r}.csv")), None).expect("matrix");
+            out.push((format!("small:{r}:s{seed}"), att.sample(13, 5, 80, seed)));
+            out.push((format!("att:{r}:s{seed}"), att));
+            out.push((
+                format!("rsample:{r}:s{seed}"),
+                real.sample(20, 1, 150, seed),
+            ));
+            out.push((
+                format!("rcost:{r}:s{seed}"),
+                real.with_synthetic_costs(1.0, seed),
+            ));
+        }
+        let shaped = |c: usize, t: usize, spread: f64, cost: f64| {
+            let params = SynthParams {
+                ability_spread: spread,
+                ..SynthParams::near_identical()
+            }
+            .with_costs(cost);
+            Matrix::synthetic(c, t, &params, seed)
+        };
+        for sd in [0.1, 0.2, 1.0] {
+            out.push((format!("synth:{sd}:s{seed}"), shaped(60, 200, sd, 0.0)));
+        }
+        for cost in [1.0, 1.5] {
+            out.push((format!("cost:{cost}:s{seed}"), shaped(60, 200, 0.2, cost)));
+        }
+        out.push((format!("shape:13x80:sd1:s{seed}"), shaped(13, 80, 1.0, 0.0)));
+        out.push((
+            format!("shape:30x500:sd0.5:s{seed}"),
+            shaped(30, 500, 0.5, 0.0),
+        ));
+        out.push((
+            format!("shape:120x300:sd0.3:s{seed}"),
+            shaped(120, 300, 0.3, 0.0),
+        ));
+        out.push((
+            format!("shape:40x400:sd1:cost:s{seed}"),
+            shaped(40, 400, 1.0, 1.0),
+        ));
+    }
+    out
+}
+
+/// `default`'s rank against the best peer spending at least as much (dollar share with
+/// costs, else evaluation share; `full` is no peer): the rank target, one line.
+fn verdict(name: &str, rho: f64, rows: &[StrategyRow]) -> Option<String> {
+    let spend = |s: &StrategyRow| s.cost_share.unwrap_or(s.evals_share);
+    let d = rows.iter().find(|s| s.name == "default")?;
+    let best = rows
+        .iter()
+        .filter(|s| s.name != "default" && s.name != "full" && spend(s) >= spend(d))
+        .min_by(|a, b| a.rank.total_cmp(&b.rank));
+    let (peer, kept) = match best {
+        Some(p) => (
+            format!("{} {:.2} ({:.3})", p.name, p.rank, spend(p)),
+            p.rank >= d.rank,
+        ),
+        None => ("none".into(), true),
+    };
+    Some(format!(
+        "# verdict\t{name}\t{rho}\tdefault {:.2} ± {:.2} ({:.3})\tbest peer spending as much: {peer}\t{}",
+        d.rank,
+        d.rank_se,
+        spend(d),
+        if kept { "kept" } else { "LOST" }
+    ))
 }
 
 fn main() {
@@ -154,6 +242,11 @@ fn main() {
                     s.pick_coverage,
                     s.field_coverage
                 );
+            }
+            if which == "all" {
+                if let Some(line) = verdict(&name, rho, &r.strategies) {
+                    println!("{line}");
+                }
             }
         }
     }
