@@ -8,7 +8,7 @@
 //! `cargo run --release -p hevo-strategy --example replay_grid -- SEEDS FIRST_SEED
 //! [all|cheap|coevolve|STRATEGY] [WORKLOAD ...]` (workloads: real, att, small, rcost, synth,
 //! cost, or a single name as printed in the first column; default all of them; `heldout`
-//! adds the held-out check, below). `RHO=0.2` runs one rho; the matrices are read from
+//! selects the held-out check, below). `RHO=0.2` runs one rho; the matrices are read from
 //! `HEVO_REPLAY_DATA` (default /work/shared/data/replay).
 //!
 //! `heldout` is the check on matrices no constant was chosen on: the per-attempt, small-field,
@@ -36,13 +36,15 @@ const REAL: [&str; 4] = [
     "lcb_testoutput_v20241004",
 ];
 
-fn synth(spread: f64, cost: f64) -> Matrix {
+/// A seeded synthetic matrix of `c` candidates and `t` tasks (the near-identical model with
+/// this ability spread, and heavy-tailed costs of this log-sd when above 0).
+fn synth(c: usize, t: usize, spread: f64, cost: f64, seed: u64) -> Matrix {
     let params = SynthParams {
         ability_spread: spread,
         ..SynthParams::near_identical()
     }
     .with_costs(cost);
-    Matrix::synthetic(60, 200, &params, 1)
+    Matrix::synthetic(c, t, &params, seed)
 }
 
 fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
@@ -86,13 +88,13 @@ fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
     for sd in [0.1, 0.2, 1.0] {
         let name = format!("synth:{sd}");
         if want("synth", &name) {
-            out.push((name, synth(sd, 0.0)));
+            out.push((name, synth(60, 200, sd, 0.0, 1)));
         }
     }
     for cost in [1.0, 1.5] {
         let name = format!("cost:{cost}");
         if want("cost", &name) {
-            out.push((name, synth(0.2, cost)));
+            out.push((name, synth(60, 200, 0.2, cost, 1)));
         }
     }
     // Only when asked for: `all` workloads stay the tuning grid.
@@ -122,14 +124,7 @@ fn heldout(data: &str) -> Vec<(String, Matrix)> {
                 real.with_synthetic_costs(1.0, seed),
             ));
         }
-        let shaped = |c: usize, t: usize, spread: f64, cost: f64| {
-            let params = SynthParams {
-                ability_spread: spread,
-                ..SynthParams::near_identical()
-            }
-            .with_costs(cost);
-            Matrix::synthetic(c, t, &params, seed)
-        };
+        let shaped = |c, t, spread, cost| synth(c, t, spread, cost, seed);
         for sd in [0.1, 0.2, 1.0] {
             out.push((format!("synth:{sd}:s{seed}"), shaped(60, 200, sd, 0.0)));
         }
