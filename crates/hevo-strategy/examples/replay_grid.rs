@@ -151,7 +151,7 @@ fn heldout(data: &str) -> Vec<(String, Matrix)> {
 /// `default`'s rank against the best peer spending at least as much (dollar share with
 /// costs, else evaluation share; `full` is no peer): the rank target, one line.
 fn verdict(name: &str, rho: f64, rows: &[StrategyRow]) -> Option<String> {
-    let spend = |s: &StrategyRow| s.cost_share.unwrap_or(s.evals_share);
+    let spend = StrategyRow::spend;
     let d = rows.iter().find(|s| s.name == "default")?;
     let best = rows
         .iter()

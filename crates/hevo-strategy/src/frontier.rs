@@ -66,10 +66,7 @@ impl Frontier {
                     rho: r.rho,
                     rank: s.rank,
                     rank_se: s.rank_se,
-                    spend: match s.cost_share {
-                        Some(c) if dollars => c,
-                        _ => s.evals_share,
-                    },
+                    spend: if dollars { s.spend() } else { s.evals_share },
                 })
             })
             .collect();

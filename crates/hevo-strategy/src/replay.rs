@@ -89,6 +89,14 @@ pub struct StrategyRow {
     pub honest: bool,
 }
 
+impl StrategyRow {
+    /// What the row spent, the unit strategies are compared in: the dollar share of full
+    /// evaluation when the matrix has costs, else the evaluation share.
+    pub fn spend(&self) -> f64 {
+        self.cost_share.unwrap_or(self.evals_share)
+    }
+}
+
 /// The coverage every interval should reach (95% nominal, 93% allowing for seed noise).
 pub const COVERAGE_TARGET: f64 = 0.93;
 
