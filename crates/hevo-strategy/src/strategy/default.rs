@@ -153,7 +153,7 @@ impl Race {
                 return;
             }
             if whole {
-                return self.buy_rest(oracle, c);
+                return self.buy_exact(oracle, c, &cells, price);
             }
             self.budget.spend(price);
             self.core.observe(oracle, &cells);
@@ -183,8 +183,21 @@ impl Race {
     /// then known exactly.
     fn buy_rest(&mut self, oracle: &mut dyn Oracle, c: CandidateId) {
         let rest = self.rest_of(c);
-        self.budget.spend(self.charge(&rest));
-        self.core.observe(oracle, &rest);
+        let price = self.charge(&rest);
+        self.buy_exact(oracle, c, &rest, price);
+    }
+
+    /// Buys `rest`, the cells of `c` not yet observed (from [`Race::rest_of`]), at `price`
+    /// (past the budget if need be): `c` is then known exactly.
+    fn buy_exact(
+        &mut self,
+        oracle: &mut dyn Oracle,
+        c: CandidateId,
+        rest: &[(CandidateId, usize)],
+        price: usize,
+    ) {
+        self.budget.spend(price);
+        self.core.observe(oracle, rest);
         self.core.set_exact(c);
     }
 
