@@ -47,6 +47,48 @@ fn synth(c: usize, t: usize, spread: f64, cost: f64, seed: u64) -> Matrix {
     Matrix::synthetic(c, t, &params, seed)
 }
 
+/// A workload recipe: its group, its name, and how to draw its matrix.
+type Recipe = (&'static str, String, Box<dyn Fn() -> Matrix>);
+
+/// The workloads drawn with matrix seed `seed` (per-attempt, small-field and cost versions
+/// of the real matrices; synthetic fields with and without costs): the tuning grid draws
+/// them with seed 1, the held-out check with 2 and 3. Built only when selected.
+fn drawn(data: &str, seed: u64) -> Vec<Recipe> {
+    let mut out: Vec<Recipe> = Vec::new();
+    let attempts = |r: &str| {
+        let p = format!("{data}/{r}.extra.csv");
+        move || Matrix::from_attempts(Path::new(&p), 5, seed).expect("attempts")
+    };
+    for r in REAL {
+        out.push(("att", format!("att:{r}"), Box::new(attempts(r))));
+    }
+    for r in REAL {
+        let att = attempts(r);
+        let small = move || att().sample(13, 5, 80, seed);
+        out.push(("small", format!("small:{r}"), Box::new(small)));
+    }
+    for r in REAL {
+        let real = real(data, r);
+        let rcost = move || real().with_synthetic_costs(1.0, seed);
+        out.push(("rcost", format!("rcost:{r}"), Box::new(rcost)));
+    }
+    for sd in [0.1, 0.2, 1.0] {
+        let m = move || synth(60, 200, sd, 0.0, seed);
+        out.push(("synth", format!("synth:{sd}"), Box::new(m)));
+    }
+    for cost in [1.0, 1.5] {
+        let m = move || synth(60, 200, 0.2, cost, seed);
+        out.push(("cost", format!("cost:{cost}"), Box::new(m)));
+    }
+    out
+}
+
+/// How to read the real matrix `r`.
+fn real(data: &str, r: &str) -> impl Fn() -> Matrix {
+    let p = format!("{data}/{r}.csv");
+    move || Matrix::from_csv(Path::new(&p), None).expect("matrix")
+}
+
 fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
     let want =
         |group: &str, name: &str| sel.is_empty() || sel.iter().any(|s| s == group || s == name);
@@ -55,46 +97,12 @@ fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
     for r in REAL {
         let name = format!("real:{r}");
         if want("real", &name) {
-            let p = format!("{data}/{r}.csv");
-            out.push((name, Matrix::from_csv(Path::new(&p), None).expect("matrix")));
+            out.push((name, real(&data, r)()));
         }
     }
-    for r in REAL {
-        let name = format!("att:{r}");
-        if want("att", &name) {
-            let p = format!("{data}/{r}.extra.csv");
-            out.push((
-                name,
-                Matrix::from_attempts(Path::new(&p), 5, 1).expect("attempts"),
-            ));
-        }
-    }
-    for r in REAL {
-        let name = format!("small:{r}");
-        if want("small", &name) {
-            let p = format!("{data}/{r}.extra.csv");
-            let m = Matrix::from_attempts(Path::new(&p), 5, 1).expect("attempts");
-            out.push((name, m.sample(13, 5, 80, 1)));
-        }
-    }
-    for r in REAL {
-        let name = format!("rcost:{r}");
-        if want("rcost", &name) {
-            let p = format!("{data}/{r}.csv");
-            let m = Matrix::from_csv(Path::new(&p), None).expect("matrix");
-            out.push((name, m.with_synthetic_costs(1.0, 1)));
-        }
-    }
-    for sd in [0.1, 0.2, 1.0] {
-        let name = format!("synth:{sd}");
-        if want("synth", &name) {
-            out.push((name, synth(60, 200, sd, 0.0, 1)));
-        }
-    }
-    for cost in [1.0, 1.5] {
-        let name = format!("cost:{cost}");
-        if want("cost", &name) {
-            out.push((name, synth(60, 200, 0.2, cost, 1)));
+    for (group, name, build) in drawn(&data, 1) {
+        if want(group, &name) {
+            out.push((name, build()));
         }
     }
     // Only when asked for: `all` workloads stay the tuning grid.
@@ -108,42 +116,24 @@ fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
 fn heldout(data: &str) -> Vec<(String, Matrix)> {
     let mut out = Vec::new();
     for seed in [2, 3] {
+        for (_, name, build) in drawn(data, seed) {
+            out.push((format!("{name}:s{seed}"), build()));
+        }
         for r in REAL {
-            let extra = format!("{data}/{r}.extra.csv");
-            let att = Matrix::from_attempts(Path::new(&extra), 5, seed).expect("attempts");
-            let real =
-                Matrix::from_csv(Path::new(&format!("{data}/{r}.csv")), None).expect("matrix");
-            out.push((format!("small:{r}:s{seed}"), att.sample(13, 5, 80, seed)));
-            out.push((format!("att:{r}:s{seed}"), att));
-            out.push((
-                format!("rsample:{r}:s{seed}"),
-                real.sample(20, 1, 150, seed),
-            ));
-            out.push((
-                format!("rcost:{r}:s{seed}"),
-                real.with_synthetic_costs(1.0, seed),
-            ));
+            let m = real(data, r)().sample(20, 1, 150, seed);
+            out.push((format!("rsample:{r}:s{seed}"), m));
         }
-        let shaped = |c, t, spread, cost| synth(c, t, spread, cost, seed);
-        for sd in [0.1, 0.2, 1.0] {
-            out.push((format!("synth:{sd}:s{seed}"), shaped(60, 200, sd, 0.0)));
+        let shapes = [
+            (13, 80, 1.0, 0.0),
+            (30, 500, 0.5, 0.0),
+            (120, 300, 0.3, 0.0),
+        ];
+        for (c, t, sd, cost) in shapes {
+            let m = synth(c, t, sd, cost, seed);
+            out.push((format!("shape:{c}x{t}:sd{sd}:s{seed}"), m));
         }
-        for cost in [1.0, 1.5] {
-            out.push((format!("cost:{cost}:s{seed}"), shaped(60, 200, 0.2, cost)));
-        }
-        out.push((format!("shape:13x80:sd1:s{seed}"), shaped(13, 80, 1.0, 0.0)));
-        out.push((
-            format!("shape:30x500:sd0.5:s{seed}"),
-            shaped(30, 500, 0.5, 0.0),
-        ));
-        out.push((
-            format!("shape:120x300:sd0.3:s{seed}"),
-            shaped(120, 300, 0.3, 0.0),
-        ));
-        out.push((
-            format!("shape:40x400:sd1:cost:s{seed}"),
-            shaped(40, 400, 1.0, 1.0),
-        ));
+        let m = synth(40, 400, 1.0, 1.0, seed);
+        out.push((format!("shape:40x400:sd1:cost:s{seed}"), m));
     }
     out
 }
