@@ -18,6 +18,8 @@
 //! ends with a `# verdict` line: `default`'s rank and the best peer spending at least as
 //! much (dollars with costs, else evaluations).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
 
 use hevo_stats::design::DEFAULT_MC_DRAWS;
@@ -57,7 +59,11 @@ fn drawn(data: &str, seed: u64) -> Vec<Recipe> {
     let mut out: Vec<Recipe> = Vec::new();
     let attempts = |r: &str| {
         let p = format!("{data}/{r}.extra.csv");
-        move || Matrix::from_attempts(Path::new(&p), 5, seed).expect("attempts")
+        move || {
+            parsed(format!("{p} x5 s{seed}"), || {
+                Matrix::from_attempts(Path::new(&p), 5, seed).expect("attempts")
+            })
+        }
     };
     for r in REAL {
         out.push(("att", format!("att:{r}"), Box::new(attempts(r))));
@@ -86,7 +92,27 @@ fn drawn(data: &str, seed: u64) -> Vec<Recipe> {
 /// How to read the real matrix `r`.
 fn real(data: &str, r: &str) -> impl Fn() -> Matrix {
     let p = format!("{data}/{r}.csv");
-    move || Matrix::from_csv(Path::new(&p), None).expect("matrix")
+    move || {
+        parsed(p.clone(), || {
+            Matrix::from_csv(Path::new(&p), None).expect("matrix")
+        })
+    }
+}
+
+/// The matrix `parse` reads, parsed once per process under `key` (its file and how it is
+/// read): several recipes draw from one file (`att` and `small` from a `.extra.csv`, `rcost`
+/// and the held-out `rsample` from a real `.csv`), and a held-out run would otherwise parse
+/// each of those files twice per matrix seed.
+fn parsed(key: String, parse: impl FnOnce() -> Matrix) -> Matrix {
+    thread_local! {
+        static PARSED: RefCell<HashMap<String, Matrix>> = RefCell::new(HashMap::new());
+    }
+    if let Some(m) = PARSED.with(|c| c.borrow().get(&key).cloned()) {
+        return m;
+    }
+    let m = parse();
+    PARSED.with(|c| c.borrow_mut().insert(key, m.clone()));
+    m
 }
 
 fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
