@@ -67,8 +67,9 @@ pub struct Args {
     /// of one candidate differ only by noise, as children of one parent do in a live search.
     #[arg(long, value_name = "K", conflicts_with = "synth")]
     pub attempts: Option<usize>,
-    /// Strategy to replay: full, fixed, resample, coevolve, screen, race, default, or all.
-    #[arg(long, default_value = "all")]
+    /// Strategies to replay, comma-separated (`--strategy default,coevolve,screen`): full,
+    /// fixed, resample, coevolve, screen, race, default, or all (alone).
+    #[arg(long, default_value = "all", value_name = "NAME[,NAME...]")]
     pub strategy: String,
     /// Share of the val tasks each candidate is evaluated on (m = ceil(rho * N)). Several
     /// values (`--rho 0.2,0.1,0.05`) replay each in turn on the same seeds: one table per
@@ -141,10 +142,22 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
     let names: Vec<StrategyName> = if args.strategy == "all" {
         StrategyName::ALL.to_vec()
     } else {
-        vec![args
-            .strategy
-            .parse()
-            .map_err(|e: UnknownName| user(format!("--strategy: {e}, or all")))?]
+        let mut names = Vec::new();
+        for part in args.strategy.split(',').map(str::trim) {
+            if part == "all" {
+                return Err(user(format!(
+                    "--strategy {}: `all` replays every strategy; give it alone",
+                    args.strategy
+                )));
+            }
+            let name: StrategyName = part
+                .parse()
+                .map_err(|e: UnknownName| user(format!("--strategy: {e}, or all")))?;
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     };
     let mut kinds = Vec::new();
     for name in names {

@@ -330,3 +330,31 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rho 0 must be in (0, 1]"));
 }
+
+/// `--strategy` takes a comma-separated list, replays each named strategy once in the order
+/// given, and rejects an unknown name or `all` inside a list with exit 2.
+#[test]
+fn strategy_takes_a_list() {
+    let run = |list: &str| {
+        hevo()
+            .args(["replay", "--synth", "12x40", "--seeds", "2", "--json"])
+            .args(["--strategy", list])
+            .output()
+            .unwrap()
+    };
+    let doc = support::json_of(&run("screen, default,screen"));
+    let names: Vec<&str> = doc["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["screen", "default"], "{doc}");
+
+    for (list, needle) in [("default,nope", "nope"), ("default,all", "give it alone")] {
+        let out = run(list);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    }
+}
