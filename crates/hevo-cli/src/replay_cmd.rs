@@ -95,9 +95,10 @@ pub struct Args {
     /// Do not split tasks into val and test: val = test = all tasks.
     #[arg(long)]
     pub no_split: bool,
-    /// Estimator of `coevolve`: hajek (paper Eq. 3), residual (Eq. 4) or auto. With
-    /// `--strategy all` and no --estimator, all three are replayed.
-    #[arg(long)]
+    /// Estimators of `coevolve`, comma-separated, one row each: hajek (paper Eq. 3),
+    /// residual (Eq. 4), hajek-residual (Eq. 4 with Hajek normalization) or auto (chosen per
+    /// stratum). Without it: hajek, residual and auto with `--strategy all`, else hajek.
+    #[arg(long, value_name = "NAME[,NAME...]")]
     pub estimator: Option<String>,
     /// Inclusion probabilities of `coevolve`: mc (Monte Carlo, the paper) or exact.
     #[arg(long, default_value = "mc")]
@@ -128,7 +129,16 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
     let named = |e: UnknownName| user(format!("--{}: {e}", e.what.replace(' ', "-")));
     let pi = parse_pi(&args.pi, args.mc_draws).map_err(named)?;
     let estimators: Vec<Option<Estimator>> = match &args.estimator {
-        Some(e) => vec![parse_estimator(e).map_err(named)?],
+        Some(list) => {
+            let mut estimators = Vec::new();
+            for part in list.split(',').map(str::trim) {
+                let estimator = parse_estimator(part).map_err(named)?;
+                if !estimators.contains(&estimator) {
+                    estimators.push(estimator);
+                }
+            }
+            estimators
+        }
         None if args.strategy == "all" => {
             vec![Some(Estimator::Hajek), Some(Estimator::Residual), None]
         }

@@ -331,8 +331,8 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rho 0 must be in (0, 1]"));
 }
 
-/// `--strategy` takes a comma-separated list, replays each named strategy once in the order
-/// given, and rejects an unknown name or `all` inside a list with exit 2.
+/// `--strategy` and `--estimator` take comma-separated lists, replay each name once in the
+/// order given, and reject an unknown name or `all` inside a list with exit 2.
 #[test]
 fn strategy_takes_a_list() {
     let run = |list: &str| {
@@ -350,6 +350,26 @@ fn strategy_takes_a_list() {
         .map(|r| r["strategy"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["screen", "default"], "{doc}");
+
+    // Each estimator of the list is one `coevolve` row.
+    let out = hevo()
+        .args(["replay", "--synth", "12x40", "--seeds", "2", "--json"])
+        .args([
+            "--strategy",
+            "coevolve",
+            "--estimator",
+            "residual,hajek,residual",
+        ])
+        .output()
+        .unwrap();
+    let doc = support::json_of(&out);
+    let estimators: Vec<&str> = doc["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["estimator"].as_str().unwrap())
+        .collect();
+    assert_eq!(estimators, ["residual", "hajek"], "{doc}");
 
     for (list, needle) in [("default,nope", "nope"), ("default,all", "give it alone")] {
         let out = run(list);
