@@ -11,6 +11,7 @@ mod limit_args;
 mod model_cmd;
 mod model_setup;
 mod replay_cmd;
+mod replay_progress;
 mod report_cmd;
 mod run_cmd;
 mod status_cmd;

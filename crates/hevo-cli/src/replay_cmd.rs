@@ -12,6 +12,7 @@ use hevo_strategy::replay::{self, Matrix, ReplayConfig};
 use hevo_strategy::strategy::StrategyKind;
 use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
 
+use crate::replay_progress::SeedProgress;
 use crate::CliError;
 
 /// Arguments of `hevo replay`.
@@ -118,6 +119,10 @@ pub struct Args {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// No progress lines on stderr (by default a replay that runs longer than 2 s prints
+    /// the seeds done, elapsed time and ETA every 2 s).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 fn user(msg: String) -> CliError {
@@ -241,6 +246,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    let progress = SeedProgress::new(args.seeds * args.rho.len() as u64, args.no_progress);
     let reports: Vec<replay::ReplayReport> = args
         .rho
         .iter()
@@ -254,7 +260,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
                 split: !args.no_split,
                 threads,
             };
-            replay::run(&matrix, &cfg)
+            replay::run_observed(&matrix, &cfg, &|| progress.seed_done(rho))
         })
         .collect();
     if args.json {

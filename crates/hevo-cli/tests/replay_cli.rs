@@ -337,7 +337,15 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
 fn strategy_takes_a_list() {
     let run = |list: &str| {
         hevo()
-            .args(["replay", "--synth", "12x40", "--seeds", "2", "--json"])
+            .args([
+                "replay",
+                "--synth",
+                "12x40",
+                "--seeds",
+                "2",
+                "--json",
+                "--no-progress",
+            ])
             .args(["--strategy", list])
             .output()
             .unwrap()

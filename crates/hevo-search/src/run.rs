@@ -1209,7 +1209,7 @@ fn iteration_line(
 }
 
 /// `m:ss` (or `h:mm:ss`) of a number of seconds, for progress lines.
-pub(crate) fn clock(secs: f64) -> String {
+pub fn clock(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
     if s >= 3600 {
         format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)

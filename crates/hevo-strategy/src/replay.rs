@@ -310,6 +310,12 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
 
 /// Runs the replay (seeds in parallel over `threads` workers) and averages over seeds.
 pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
+    run_observed(m, cfg, &|| {})
+}
+
+/// [`run`], calling `seed_done` from the worker threads each time a seed finishes (every
+/// strategy replayed on it), for progress lines on long replays.
+pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync)) -> ReplayReport {
     let seeds: Vec<u64> = (cfg.first_seed..cfg.first_seed + cfg.seeds).collect();
     let threads = cfg.threads.max(1).min(seeds.len().max(1));
     let mut results: Vec<(u64, SeedOut)> = Vec::new();
@@ -321,7 +327,11 @@ pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
                     seeds
                         .iter()
                         .filter(|s| (**s as usize) % threads == w)
-                        .map(|&s| (s, run_seed(m, cfg, s)))
+                        .map(|&s| {
+                            let out = run_seed(m, cfg, s);
+                            seed_done();
+                            (s, out)
+                        })
                         .collect::<Vec<_>>()
                 })
             })
