@@ -335,52 +335,33 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
 /// order given, and reject an unknown name or `all` inside a list with exit 2.
 #[test]
 fn strategy_takes_a_list() {
-    let run = |list: &str| {
+    let run = |flags: &[&str]| {
         hevo()
-            .args([
-                "replay",
-                "--synth",
-                "12x40",
-                "--seeds",
-                "2",
-                "--json",
-                "--no-progress",
-            ])
-            .args(["--strategy", list])
+            .args(["replay", "--synth", "12x40", "--seeds", "2", "--json"])
+            .arg("--no-progress")
+            .args(flags)
             .output()
             .unwrap()
     };
-    let doc = support::json_of(&run("screen, default,screen"));
-    let names: Vec<&str> = doc["strategies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["strategy"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["screen", "default"], "{doc}");
-
+    // One field of every row of the JSON document of `flags`.
+    let column = |flags: &[&str], key: &str| -> Vec<String> {
+        let doc = support::json_of(&run(flags));
+        let rows = doc["strategies"].as_array().unwrap().iter();
+        rows.map(|r| r[key].as_str().unwrap().to_string()).collect()
+    };
+    let names = column(&["--strategy", "screen, default,screen"], "strategy");
+    assert_eq!(names, ["screen", "default"]);
     // Each estimator of the list is one `coevolve` row.
-    let out = hevo()
-        .args(["replay", "--synth", "12x40", "--seeds", "2", "--json"])
-        .args([
-            "--strategy",
-            "coevolve",
-            "--estimator",
-            "residual,hajek,residual",
-        ])
-        .output()
-        .unwrap();
-    let doc = support::json_of(&out);
-    let estimators: Vec<&str> = doc["strategies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["estimator"].as_str().unwrap())
-        .collect();
-    assert_eq!(estimators, ["residual", "hajek"], "{doc}");
+    let list = [
+        "--strategy",
+        "coevolve",
+        "--estimator",
+        "residual,hajek,residual",
+    ];
+    assert_eq!(column(&list, "estimator"), ["residual", "hajek"]);
 
     for (list, needle) in [("default,nope", "nope"), ("default,all", "give it alone")] {
-        let out = run(list);
+        let out = run(&["--strategy", list]);
         assert_eq!(out.status.code(), Some(2), "{out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "expected `{needle}` in: {err}");
