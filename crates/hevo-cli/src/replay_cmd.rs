@@ -246,7 +246,10 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let progress = SeedProgress::new(args.seeds * args.rho.len() as u64, args.no_progress);
+    let progress = SeedProgress::new(
+        args.seeds.saturating_mul(args.rho.len() as u64),
+        args.no_progress,
+    );
     let reports: Vec<replay::ReplayReport> = args
         .rho
         .iter()
