@@ -129,21 +129,28 @@ fn user(msg: String) -> CliError {
     CliError::User(anyhow!(msg))
 }
 
+/// The names of a comma-separated flag value, each parsed by `parse`, once each in the order
+/// given.
+fn each_once<T: PartialEq>(
+    list: &str,
+    parse: impl Fn(&str) -> Result<T, CliError>,
+) -> Result<Vec<T>, CliError> {
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim) {
+        let item = parse(part)?;
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
 /// The strategies `--strategy` names, with their options.
 fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
     let named = |e: UnknownName| user(format!("--{}: {e}", e.what.replace(' ', "-")));
     let pi = parse_pi(&args.pi, args.mc_draws).map_err(named)?;
     let estimators: Vec<Option<Estimator>> = match &args.estimator {
-        Some(list) => {
-            let mut estimators = Vec::new();
-            for part in list.split(',').map(str::trim) {
-                let estimator = parse_estimator(part).map_err(named)?;
-                if !estimators.contains(&estimator) {
-                    estimators.push(estimator);
-                }
-            }
-            estimators
-        }
+        Some(list) => each_once(list, |part| parse_estimator(part).map_err(named))?,
         None if args.strategy == "all" => {
             vec![Some(Estimator::Hajek), Some(Estimator::Residual), None]
         }
@@ -157,22 +164,16 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
     let names: Vec<StrategyName> = if args.strategy == "all" {
         StrategyName::ALL.to_vec()
     } else {
-        let mut names = Vec::new();
-        for part in args.strategy.split(',').map(str::trim) {
+        each_once(&args.strategy, |part| {
             if part == "all" {
                 return Err(user(format!(
                     "--strategy {}: `all` replays every strategy; give it alone",
                     args.strategy
                 )));
             }
-            let name: StrategyName = part
-                .parse()
-                .map_err(|e: UnknownName| user(format!("--strategy: {e}, or all")))?;
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        names
+            part.parse()
+                .map_err(|e: UnknownName| user(format!("--strategy: {e}, or all")))
+        })?
     };
     let mut kinds = Vec::new();
     for name in names {
