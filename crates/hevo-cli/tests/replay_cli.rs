@@ -367,3 +367,46 @@ fn strategy_takes_a_list() {
         assert!(err.contains(needle), "expected `{needle}` in: {err}");
     }
 }
+
+/// A replay long enough to print progress (`coevolve`'s Monte Carlo inclusion probabilities
+/// make each seed take a fraction of a second): stdout stays one JSON document, every stderr
+/// line is a progress line, and with `--no-progress` stderr stays empty. No timing is
+/// asserted: a line is required only when the run took clearly longer than the 2 s before the
+/// first one.
+#[test]
+fn progress_goes_to_stderr_and_no_progress_silences_it() {
+    let run = |quiet: bool| {
+        let mut cmd = hevo();
+        cmd.args(["replay", "--synth", "60x200", "--seeds", "24", "--json"])
+            .args(["--strategy", "coevolve"]);
+        if quiet {
+            cmd.arg("--no-progress");
+        }
+        let started = std::time::Instant::now();
+        let out = cmd.output().unwrap();
+        (out, started.elapsed())
+    };
+
+    let (out, took) = run(false);
+    let doc = support::json_of(&out);
+    assert_eq!(doc["seeds"], 24, "{doc}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for line in err.lines() {
+        let (head, tail) = line.split_once(" seeds (rho 0.2), ").expect(line);
+        let done = head.strip_prefix("hevo replay: ").expect(line);
+        let (done, total) = done.split_once('/').expect(line);
+        assert!(done.parse::<u32>().unwrap() < 24 && total == "24", "{line}");
+        assert!(tail.contains(" elapsed, ETA "), "{line}");
+    }
+    if took.as_secs_f64() > 4.0 {
+        assert!(!err.is_empty(), "a {took:?} replay printed no progress");
+    }
+
+    let (out, took) = run(true);
+    support::json_of(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "--no-progress, {took:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
