@@ -8,6 +8,7 @@ use anyhow::anyhow;
 use hevo_stats::design::DEFAULT_MC_DRAWS;
 use hevo_stats::estimate::Estimator;
 use hevo_strategy::frontier::Frontier;
+use hevo_strategy::matches::Matches;
 use hevo_strategy::replay::{self, Matrix, ReplayConfig};
 use hevo_strategy::strategy::StrategyKind;
 use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
@@ -74,9 +75,11 @@ pub struct Args {
     pub strategy: String,
     /// Share of the val tasks each candidate is evaluated on (m = ceil(rho * N)). Several
     /// values (`--rho 0.2,0.1,0.05`) replay each in turn on the same seeds: one table per
-    /// value, then the frontier, the (strategy, rho) settings no other picks better for less
-    /// (with --json: `{"runs": [one document per value], "frontier": {...}}`). E.g. the
-    /// least rho at which `default` ranks as well as `coevolve` at 0.2, and at what price.
+    /// value, then the frontier, the (strategy, rho) settings no other picks better for less,
+    /// then for every peer setting the cheapest `default` setting whose pick ranks no worse
+    /// and its share of the peer's spend: e.g. the least rho at which `default` ranks as well
+    /// as `coevolve` at 0.2, and at what price (with --json: `{"runs": [one document per
+    /// value], "frontier": {...}, "matches": {...}}`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -268,13 +271,14 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         })
         .collect();
     if args.json {
-        // One rho: its document, as always; several: the documents in --rho's order and
-        // the frontier over all of them.
+        // One rho: its document, as always; several: the documents in --rho's order, the
+        // frontier over all of them and `default`'s matches (null without `default`).
         let doc = match reports.as_slice() {
             [one] => serde_json::to_string_pretty(one),
             runs => serde_json::to_string_pretty(&serde_json::json!({
                 "runs": runs,
                 "frontier": Frontier::of(runs),
+                "matches": Matches::of(runs, StrategyName::Default.as_str()),
             })),
         }
         .map_err(|e| CliError::Internal(anyhow!(e)))?;
@@ -283,6 +287,9 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         let mut tables: Vec<String> = reports.iter().map(|r| r.to_string()).collect();
         if reports.len() > 1 {
             tables.push(Frontier::of(&reports).to_string());
+            tables.extend(
+                Matches::of(&reports, StrategyName::Default.as_str()).map(|m| m.to_string()),
+            );
         }
         print!("{}", tables.join("\n"));
     }

@@ -266,9 +266,10 @@ fn samples_and_synthetic_costs_of_a_logged_matrix() {
     }
 }
 
-/// `--rho 0.2,0.05` replays each budget on the same seeds: two tables and the frontier, or
-/// with `--json` `{"runs": [...], "frontier": {...}}`, each run exactly what a single `--rho`
-/// prints; a bad value anywhere in the list exits 2 naming it.
+/// `--rho 0.2,0.05` replays each budget on the same seeds: two tables, the frontier and
+/// `default`'s matches, or with `--json` `{"runs": [...], "frontier": {...}, "matches":
+/// {...}}`, each run exactly what a single `--rho` prints; a bad value anywhere in the list
+/// exits 2 naming it.
 #[test]
 fn several_rhos_replay_each_budget_and_print_the_frontier() {
     let dir = tempfile::tempdir().unwrap();
@@ -284,7 +285,7 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
             "--rho",
             rho,
         ]);
-        cmd.args(["--strategy", "default"]);
+        cmd.args(["--strategy", "default,fixed"]);
         if json {
             cmd.arg("--json");
         }
@@ -300,16 +301,52 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
         let one: serde_json::Value = serde_json::from_str(&replay(rho, true)).unwrap();
         assert_eq!(doc, &one, "--rho {rho} alone prints the same document");
     }
-    // The frontier: default at each rho, unless one of them ranks as well for fewer dollars.
+    // Every (strategy, rho) setting of the two runs: name, rho, rank, dollar share.
+    let settings: Vec<(String, f64, f64, f64)> = runs
+        .iter()
+        .flat_map(|r| {
+            let rho = r["rho"].as_f64().unwrap();
+            r["strategies"].as_array().unwrap().iter().map(move |s| {
+                let name = s["name"].as_str().unwrap().to_string();
+                let cost = s["cost_share"].as_f64().unwrap();
+                (name, rho, s["rank"].as_f64().unwrap(), cost)
+            })
+        })
+        .collect();
+    // The frontier starts at the cheapest setting (nothing spends less to beat it).
     let frontier = &both["frontier"];
     assert_eq!(frontier["spend"], "dollars", "{frontier}");
     let points = frontier["points"].as_array().unwrap();
-    assert!(!points.is_empty() && points.len() <= 2, "{frontier}");
-    let cheapest = runs
-        .iter()
-        .map(|r| r["strategies"][0]["cost_share"].as_f64().unwrap())
-        .fold(f64::INFINITY, f64::min);
+    assert!(!points.is_empty() && points.len() <= 4, "{frontier}");
+    let cheapest = settings.iter().map(|s| s.3).fold(f64::INFINITY, f64::min);
     assert_eq!(points[0]["spend"].as_f64().unwrap(), cheapest, "{frontier}");
+    // `default`'s matches: for `fixed` at each rho, the cheapest `default` ranking no worse.
+    let matches = &both["matches"];
+    assert_eq!(matches["strategy"], "default", "{matches}");
+    let rows = matches["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "one row per `fixed` setting: {matches}");
+    for row in rows {
+        let (peer_rank, peer_spend) = (
+            row["peer"]["rank"].as_f64().unwrap(),
+            row["peer"]["spend"].as_f64().unwrap(),
+        );
+        assert_eq!(row["peer"]["name"], "fixed", "{row}");
+        let want = settings
+            .iter()
+            .filter(|s| s.0 == "default" && s.2 <= peer_rank)
+            .map(|s| s.3)
+            .fold(f64::INFINITY, f64::min);
+        if want.is_finite() {
+            assert_eq!(row["cheapest"]["spend"].as_f64().unwrap(), want, "{row}");
+            let ratio = row["spend_ratio"].as_f64().unwrap();
+            assert!((ratio - want / peer_spend).abs() < 1e-12, "{row}");
+        } else {
+            assert!(
+                row["cheapest"].is_null() && row["spend_ratio"].is_null(),
+                "{row}"
+            );
+        }
+    }
 
     let text = replay("0.2,0.05", false);
     assert_eq!(text.matches("replay: ").count(), 2, "{text}");
@@ -321,6 +358,7 @@ fn several_rhos_replay_each_budget_and_print_the_frontier() {
         text.contains("frontier: ") && text.contains("dollar share"),
         "{text}"
     );
+    assert!(text.contains("default against each peer: "), "{text}");
 
     let out = hevo()
         .args(["replay", "--rho", "0.2,0"])

@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use crate::replay::ReplayReport;
 
-/// One (strategy, rho) setting on the frontier.
+/// One (strategy, rho) setting of a replay: its pick's mean rank and what it spent.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FrontierPoint {
+pub struct Setting {
     /// The strategy row's name (e.g. `default`, `coevolve/hajek`).
     pub name: String,
     /// The replay's rho.
@@ -48,51 +48,54 @@ pub struct Frontier {
     /// The settings no other beats, cheapest first; on equal spend, the better rank first. A
     /// setting that gives the same row at several rhos (`full` ignores rho) is listed once,
     /// at the first of them.
-    pub points: Vec<FrontierPoint>,
+    pub points: Vec<Setting>,
 }
 
 impl Frontier {
     /// The frontier of `reports`.
     pub fn of(reports: &[ReplayReport]) -> Frontier {
-        let dollars = reports
-            .iter()
-            .flat_map(|r| &r.strategies)
-            .all(|s| s.cost_share.is_some());
-        let all: Vec<FrontierPoint> = reports
-            .iter()
-            .flat_map(|r| {
-                r.strategies.iter().map(move |s| FrontierPoint {
-                    name: s.name.clone(),
-                    rho: r.rho,
-                    rank: s.rank,
-                    rank_se: s.rank_se,
-                    spend: if dollars { s.spend() } else { s.evals_share },
-                })
-            })
-            .collect();
-        let beaten = |p: &FrontierPoint| {
+        let (spend, all) = settings(reports);
+        let beaten = |p: &Setting| {
             all.iter().any(|q| {
                 q.rank <= p.rank && q.spend <= p.spend && (q.rank < p.rank || q.spend < p.spend)
             })
         };
-        // A strategy that ignores rho (`full`) gives the same row at every rho: once.
-        let mut points: Vec<FrontierPoint> = Vec::new();
-        for p in all.iter().filter(|p| !beaten(p)) {
-            let same = |q: &FrontierPoint| (&q.name, q.rank, q.spend) == (&p.name, p.rank, p.spend);
-            if !points.iter().any(same) {
-                points.push(p.clone());
+        let mut points: Vec<Setting> = all.iter().filter(|p| !beaten(p)).cloned().collect();
+        points.sort_by(|a, b| a.spend.total_cmp(&b.spend).then(a.rank.total_cmp(&b.rank)));
+        Frontier { spend, points }
+    }
+}
+
+/// Every (strategy, rho) setting of `reports`, in report then row order, and what their
+/// spend counts. A strategy that ignores rho (`full`) gives the same row at every rho: it is
+/// listed once, at the first.
+pub fn settings(reports: &[ReplayReport]) -> (Spend, Vec<Setting>) {
+    let dollars = reports
+        .iter()
+        .flat_map(|r| &r.strategies)
+        .all(|s| s.cost_share.is_some());
+    let mut all: Vec<Setting> = Vec::new();
+    for r in reports {
+        for s in &r.strategies {
+            let p = Setting {
+                name: s.name.clone(),
+                rho: r.rho,
+                rank: s.rank,
+                rank_se: s.rank_se,
+                spend: if dollars { s.spend() } else { s.evals_share },
+            };
+            let same = |q: &Setting| (&q.name, q.rank, q.spend) == (&p.name, p.rank, p.spend);
+            if !all.iter().any(same) {
+                all.push(p);
             }
         }
-        points.sort_by(|a, b| a.spend.total_cmp(&b.spend).then(a.rank.total_cmp(&b.rank)));
-        Frontier {
-            spend: if dollars {
-                Spend::Dollars
-            } else {
-                Spend::Evaluations
-            },
-            points,
-        }
     }
+    let spend = if dollars {
+        Spend::Dollars
+    } else {
+        Spend::Evaluations
+    };
+    (spend, all)
 }
 
 /// The table `hevo replay` prints after several rhos.

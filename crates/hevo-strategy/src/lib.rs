@@ -9,12 +9,14 @@
 //! - [`replay`]: offline evaluation of strategies on a logged outcome matrix.
 //! - [`frontier`]: the (strategy, rho) settings of several replays that pick best for what
 //!   they spend.
+//! - [`matches`]: for each peer setting, the cheapest `default` setting that picks as well.
 //!
 //! This crate depends on `hevo-stats` only: no async runtime, no model, no store, so a new
 //! strategy is written and tested here without building llama.cpp.
 #![warn(missing_docs)]
 
 pub mod frontier;
+pub mod matches;
 pub mod matrix;
 pub mod replay;
 pub mod strategy;
