@@ -19,5 +19,7 @@ pub mod frontier;
 pub mod matches;
 pub mod matrix;
 pub mod replay;
+#[cfg(test)]
+mod replay_fixtures;
 pub mod strategy;
 pub mod vocab;

@@ -136,43 +136,11 @@ impl fmt::Display for Matches {
 mod tests {
     use super::*;
     use crate::replay::StrategyRow;
+    use crate::replay_fixtures::{self as fixtures, report};
 
+    /// A row whose evaluation and dollar shares are both `cost`.
     fn row(name: &str, rank: f64, cost: f64) -> StrategyRow {
-        StrategyRow {
-            name: name.into(),
-            strategy: name.into(),
-            estimator: None,
-            rank,
-            val: 0.5,
-            test: 0.5,
-            spearman: 0.0,
-            evals_share: cost,
-            cost_share: Some(cost),
-            top1: 0.0,
-            rank_se: 0.1,
-            pick_coverage: 1.0,
-            field_coverage: 1.0,
-            pick_width: 0.1,
-            cost_usd: Some(cost * 100.0),
-            honest: true,
-        }
-    }
-
-    fn report(rho: f64, rows: Vec<StrategyRow>) -> ReplayReport {
-        ReplayReport {
-            candidates: 10,
-            val_tasks: 20,
-            test_tasks: 20,
-            rho,
-            per_iter: 3,
-            seeds: 5,
-            first_seed: 0,
-            split: true,
-            strategies: rows,
-            oracle_test: 0.9,
-            val_best_test: 0.8,
-            caveat: String::new(),
-        }
+        fixtures::row(name, rank, cost, Some(cost))
     }
 
     #[test]
