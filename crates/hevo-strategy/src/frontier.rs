@@ -40,6 +40,16 @@ pub enum Spend {
     Evaluations,
 }
 
+impl Spend {
+    /// The word for what is counted: `dollar` or `evaluation` (as in "dollar share").
+    pub fn word(self) -> &'static str {
+        match self {
+            Spend::Dollars => "dollar",
+            Spend::Evaluations => "evaluation",
+        }
+    }
+}
+
 /// The frontier of several replays of one matrix (one per rho, same seeds).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Frontier {
@@ -101,10 +111,7 @@ pub fn settings(reports: &[ReplayReport]) -> (Spend, Vec<Setting>) {
 /// The table `hevo replay` prints after several rhos.
 impl fmt::Display for Frontier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.spend {
-            Spend::Dollars => "dollar",
-            Spend::Evaluations => "evaluation",
-        };
+        let what = self.spend.word();
         writeln!(
             f,
             "frontier: the settings no other picks better for less ({what} share of full \

@@ -86,10 +86,7 @@ impl Matches {
 /// The table `hevo replay` prints after the frontier.
 impl fmt::Display for Matches {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.spend {
-            Spend::Dollars => "dollar",
-            Spend::Evaluations => "evaluation",
-        };
+        let what = self.spend.word();
         let who = &self.strategy;
         writeln!(
             f,
