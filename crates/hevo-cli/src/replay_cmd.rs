@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::anyhow;
 use hevo_stats::design::DEFAULT_MC_DRAWS;
 use hevo_stats::estimate::Estimator;
+use hevo_stats::synth::SynthParams;
 use hevo_strategy::frontier::Frontier;
 use hevo_strategy::matches::Matches;
 use hevo_strategy::replay::{self, Matrix, ReplayConfig};
@@ -56,9 +57,27 @@ pub struct Args {
     /// Give the matrix (synthetic or a file without costs) seeded per-cell costs:
     /// log-normal per-task costs with this log-sd (1.0 = heavy-tailed), correlated 0.5 with
     /// task difficulty (hard tasks cost more), times a log-normal per-candidate multiplier
-    /// (log-sd 0.5).
+    /// (log-sd 0.5). The three --synth-cost-* options change the shape.
     #[arg(long, value_name = "LOG_SD", conflicts_with = "cost")]
     pub synth_cost: Option<f64>,
+    /// With --synth-cost: the correlation, in [-1, 1], of a task's log cost with its
+    /// difficulty (default 0.5: hard tasks cost more; 0: unrelated; -0.5: easy tasks cost
+    /// more).
+    #[arg(
+        long,
+        value_name = "R",
+        requires = "synth_cost",
+        allow_hyphen_values = true
+    )]
+    pub synth_cost_corr: Option<f64>,
+    /// With --synth-cost: the log-sd of the per-candidate cost multiplier (default 0.5;
+    /// 1.0 = harnesses whose prices differ several-fold).
+    #[arg(long, value_name = "LOG_SD", requires = "synth_cost")]
+    pub synth_cost_candidate: Option<f64>,
+    /// With --synth-cost: what a failed trial costs relative to a passed one (default 1;
+    /// 3 = an agent that fails runs to its turn limit and costs three times as much).
+    #[arg(long, value_name = "X", requires = "synth_cost")]
+    pub synth_cost_fail: Option<f64>,
     /// Replay a seeded sample of the matrix file: CANDIDATES (with --attempts: models, each
     /// with all its attempts) and TASKS, e.g. `--attempts 5 --sample 13x80` for a small
     /// field of 13 agents x 5 attempts on 80 tasks. Seeded by --synth-seed.
@@ -200,14 +219,19 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     if args.seeds == 0 {
         return Err(user("--seeds must be at least 1".into()));
     }
-    let kinds = strategies(&args)?;
-    if let Some(sd) = args.synth_cost {
-        if !(sd.is_finite() && sd >= 0.0) {
-            return Err(user(format!("--synth-cost {sd} must be a log-sd >= 0")));
-        }
+    if args.first_seed.checked_add(args.seeds).is_none() {
+        return Err(user(format!(
+            "--first-seed {} with --seeds {} runs past the largest seed, {}; give a smaller \
+             --first-seed",
+            args.first_seed,
+            args.seeds,
+            u64::MAX
+        )));
     }
+    let kinds = strategies(&args)?;
+    let params = synth_params(&args)?;
     let mut matrix = match (&args.synth, &args.matrix) {
-        (Some(spec), _) => synth_matrix(spec, &args)?,
+        (Some(spec), _) => synth_matrix(spec, &params, args.synth_seed)?,
         (None, Some(path)) if args.attempts.is_some() => {
             let k = args.attempts.unwrap_or(1);
             if k == 0 {
@@ -237,13 +261,13 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             )));
         }
     }
-    if let (Some(sd), None) = (args.synth_cost, &args.synth) {
+    if let (Some(_), None) = (args.synth_cost, &args.synth) {
         if matrix.cost.is_some() {
             return Err(user(
                 "--synth-cost: the matrix already has costs (a cost_usd column); drop one".into(),
             ));
         }
-        matrix = matrix.with_synthetic_costs(sd, args.synth_seed);
+        matrix = matrix.with_synthetic_costs(&params, args.synth_seed);
     }
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -309,20 +333,61 @@ fn dims(flag: &str, spec: &str) -> Result<(usize, usize), CliError> {
     Ok((c, t))
 }
 
-/// A seeded synthetic Rasch matrix (`hevo_stats::synth`, near-identical candidates).
-fn synth_matrix(spec: &str, args: &Args) -> Result<Matrix, CliError> {
+/// The synthetic model of `--synth` (near-identical candidates of `--ability-spread`) with
+/// the cost model of `--synth-cost` and its knobs; a file given `--synth-cost` takes the cost
+/// model only. A value out of range is a user error (exit 2) naming its flag.
+fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
+    let spread = args.ability_spread;
+    if !(spread.is_finite() && spread >= 0.0) {
+        return Err(user(format!(
+            "--ability-spread {spread} must be a spread in logits >= 0"
+        )));
+    }
+    let mut p = SynthParams {
+        ability_spread: args.ability_spread,
+        ..SynthParams::near_identical()
+    };
+    let Some(sd) = args.synth_cost else {
+        return Ok(p);
+    };
+    if !(sd.is_finite() && sd >= 0.0) {
+        return Err(user(format!("--synth-cost {sd} must be a log-sd >= 0")));
+    }
+    p = p.with_costs(sd);
+    if let Some(r) = args.synth_cost_corr {
+        if !(-1.0..=1.0).contains(&r) {
+            return Err(user(format!("--synth-cost-corr {r} must be in [-1, 1]")));
+        }
+        p.cost_difficulty_corr = r;
+    }
+    if let Some(k) = args.synth_cost_candidate {
+        if !(k.is_finite() && k >= 0.0) {
+            return Err(user(format!(
+                "--synth-cost-candidate {k} must be a log-sd >= 0"
+            )));
+        }
+        p.candidate_cost_log_sd = k;
+    }
+    if let Some(f) = args.synth_cost_fail {
+        if !(f.is_finite() && f > 0.0) {
+            return Err(user(format!(
+                "--synth-cost-fail {f} must be a cost ratio > 0"
+            )));
+        }
+        p.failure_cost = f;
+    }
+    Ok(p)
+}
+
+/// A seeded synthetic Rasch matrix of `spec` (`CxT`) drawn from `params`.
+fn synth_matrix(spec: &str, params: &SynthParams, seed: u64) -> Result<Matrix, CliError> {
     let (c, t) = dims("--synth", spec)?;
     if c < 3 || t < 2 {
         return Err(user(
             "--synth needs at least 3 candidates and 2 tasks".into(),
         ));
     }
-    let params = hevo_stats::synth::SynthParams {
-        ability_spread: args.ability_spread,
-        ..hevo_stats::synth::SynthParams::near_identical()
-    }
-    .with_costs(args.synth_cost.unwrap_or(0.0));
-    Ok(Matrix::synthetic(c, t, &params, args.synth_seed))
+    Ok(Matrix::synthetic(c, t, params, seed))
 }
 
 /// Runs `hevo replay` (entry point used by `main`).

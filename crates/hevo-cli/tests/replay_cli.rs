@@ -221,6 +221,88 @@ fn the_table_flags_intervals_below_the_target() {
     assert!(text.contains("below the 93% coverage target"), "{text}");
 }
 
+/// The `--synth-cost-*` options shape the cost model: a failure cost of 3 makes `full`'s
+/// dollars (every val cell) grow, but less than threefold (passed cells keep their price);
+/// a value out of range, an option without `--synth-cost`, a negative ability spread and a
+/// seed range past `u64::MAX` exit 2 naming the flag.
+#[test]
+fn synth_cost_options_shape_the_dollars_and_bad_values_exit_2() {
+    let dollars = |extra: &[&str]| -> f64 {
+        let out = hevo()
+            .args([
+                "replay",
+                "--synth",
+                "12x40",
+                "--synth-cost",
+                "1.0",
+                "--seeds",
+                "1",
+            ])
+            .args(["--strategy", "full", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        support::json_of(&out)["strategies"][0]["cost_usd"]
+            .as_f64()
+            .unwrap()
+    };
+    let base = dollars(&[]);
+    let fail = dollars(&["--synth-cost-fail", "3"]);
+    assert!(base < fail && fail < 3.0 * base, "{base} -> {fail}");
+    assert_eq!(
+        dollars(&["--synth-cost-fail", "1"]),
+        base,
+        "1 is the default"
+    );
+    assert_eq!(
+        dollars(&["--synth-cost-corr", "0.5"]),
+        base,
+        "0.5 is the default"
+    );
+    assert_ne!(dollars(&["--synth-cost-corr", "-0.5"]), base);
+    assert_eq!(
+        dollars(&["--synth-cost-candidate", "0.5"]),
+        base,
+        "0.5 is the default"
+    );
+    assert_ne!(dollars(&["--synth-cost-candidate", "1.0"]), base);
+
+    for (args, needle) in [
+        (
+            &["--synth-cost", "1", "--synth-cost-corr", "2"][..],
+            "--synth-cost-corr 2",
+        ),
+        (
+            &["--synth-cost", "1", "--synth-cost-corr", "-1.5"][..],
+            "--synth-cost-corr -1.5",
+        ),
+        (
+            &["--synth-cost", "1", "--synth-cost-fail", "0"][..],
+            "--synth-cost-fail 0",
+        ),
+        (
+            &["--synth-cost", "1", "--synth-cost-candidate=-1"][..],
+            "--synth-cost-candidate -1",
+        ),
+        (&["--synth-cost-fail", "3"][..], "--synth-cost"),
+        (&["--ability-spread=-1"][..], "--ability-spread -1"),
+        (
+            &["--first-seed", "18446744073709551615", "--seeds", "2"][..],
+            "--first-seed 18446744073709551615",
+        ),
+    ] {
+        let out = hevo()
+            .args(["replay", "--synth", "12x40", "--no-progress"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}
+
 /// `--sample CxT` replays whole models (with `--attempts`) on a task sample, and
 /// `--synth-cost` gives a logged matrix heavy-tailed dollars; misuse exits 2 naming the flag.
 #[test]

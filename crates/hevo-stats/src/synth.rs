@@ -20,11 +20,13 @@
 //! v_tk ~ U(0, 1)                                               shared by all candidates
 //! cost_t = exp(cost_log_sd (r d̃_t + sqrt(1 - r²) z_t)),  z_t ~ N(0, 1)   relative task cost
 //! k_c  = exp(N(0, candidate_cost_log_sd²))                    candidate cost multiplier
-//! cost_ct = k_c cost_t                                         cost of one trial
+//! cost_ct = k_c cost_t (1 + (φ - 1)(1 - y_ct))                 cost of one trial
 //! ```
 //!
 //! `d̃_t` is the standardized difficulty and `r = cost_difficulty_corr`: with `r > 0` hard
-//! tasks cost more (an agent that fails runs longer), as in agent benchmarks.
+//! tasks cost more, as in agent benchmarks. `φ = failure_cost` is what a failed trial costs
+//! relative to a passed one (an agent that fails often runs to its turn limit); with `φ = 1`
+//! a cell's cost does not depend on its outcome.
 //!
 //! `g(t) = floor(t · G / n_tasks)` puts tasks in `G = group_shifts.len()` contiguous groups of
 //! near-equal size; `f(c) = c mod n_families`. Each `u_ctk` is uniform whatever the
@@ -84,6 +86,9 @@ pub struct SynthParams {
     pub candidate_cost_log_sd: f64,
     /// Correlation `r` in `[-1, 1]` of the log task cost with the task difficulty.
     pub cost_difficulty_corr: f64,
+    /// Cost of a failed trial relative to a passed one (`φ > 0`); 1 makes a cell's cost
+    /// independent of its outcome.
+    pub failure_cost: f64,
 }
 
 impl Default for SynthParams {
@@ -104,6 +109,7 @@ impl Default for SynthParams {
             cost_log_sd: 0.0,
             candidate_cost_log_sd: 0.0,
             cost_difficulty_corr: 0.0,
+            failure_cost: 1.0,
         }
     }
 }
@@ -152,6 +158,8 @@ pub struct SynthMatrix {
     pub task_cost: Vec<f64>,
     /// Cost multiplier `k_c` of each candidate (median 1).
     pub candidate_cost: Vec<f64>,
+    /// Cost of a failed trial relative to a passed one (`φ`, from the parameters).
+    pub failure_cost: f64,
 }
 
 impl SynthMatrix {
@@ -175,12 +183,14 @@ impl SynthMatrix {
         mean(&self.outcomes[candidate])
     }
 
-    /// The cost of one trial of every cell, `cost[c][t] = k_c cost_t`.
+    /// The cost of every cell, `cost[c][t]` ([`cell_costs`]).
     pub fn cell_costs(&self) -> Vec<Vec<f64>> {
-        self.candidate_cost
-            .iter()
-            .map(|k| self.task_cost.iter().map(|t| k * t).collect())
-            .collect()
+        cell_costs(
+            &self.task_cost,
+            &self.candidate_cost,
+            &self.outcomes,
+            self.failure_cost,
+        )
     }
 
     /// All outcomes as `(candidate, task, outcome)` triples, row by row, in the form
@@ -249,6 +259,11 @@ pub fn rasch_matrix(
     ] {
         assert!(v.is_finite() && v >= 0.0, "synth: {name} = {v}");
     }
+    assert!(
+        p.failure_cost.is_finite() && p.failure_cost > 0.0,
+        "synth: failure_cost = {}",
+        p.failure_cost
+    );
     assert!(
         (0.0..=1.0).contains(&p.outcome_agreement),
         "synth: outcome_agreement = {}",
@@ -330,7 +345,31 @@ pub fn rasch_matrix(
         group,
         task_cost,
         candidate_cost,
+        failure_cost: p.failure_cost,
     }
+}
+
+/// The cost of every cell of a matrix of `outcomes` (`outcomes[c][t]` in `[0, 1]`, the mean
+/// of the trials): `cost[c][t] = k_c cost_t (1 + (φ - 1)(1 - y_ct))`, with `k_c =
+/// candidate_cost[c]`, `cost_t = task_cost[t]` and `φ = failure_cost`, the model of
+/// [`rasch_matrix`] and of costs put on a logged matrix.
+pub fn cell_costs(
+    task_cost: &[f64],
+    candidate_cost: &[f64],
+    outcomes: &[Vec<f64>],
+    failure_cost: f64,
+) -> Vec<Vec<f64>> {
+    candidate_cost
+        .iter()
+        .zip(outcomes)
+        .map(|(k, row)| {
+            task_cost
+                .iter()
+                .zip(row)
+                .map(|(t, y)| k * t * (1.0 + (failure_cost - 1.0) * (1.0 - y)))
+                .collect()
+        })
+        .collect()
 }
 
 /// The cost model of [`rasch_matrix`], for any tasks: the relative cost of each task
@@ -453,6 +492,43 @@ mod tests {
         let cells = m.cell_costs();
         assert!((cells[3][7] - m.candidate_cost[3] * m.task_cost[7]).abs() < 1e-12);
         assert!(m.candidate_cost.iter().any(|&k| (k - 1.0).abs() > 0.1));
+    }
+
+    #[test]
+    fn a_failed_trial_costs_failure_cost_times_a_passed_one() {
+        let p = SynthParams {
+            cost_log_sd: 1.0,
+            candidate_cost_log_sd: 0.5,
+            failure_cost: 3.0,
+            ..SynthParams::default()
+        };
+        let m = rasch_matrix(5, 40, &p, 2);
+        let cells = m.cell_costs();
+        let (mut passed, mut failed) = (0, 0);
+        for (c, row) in m.outcomes.iter().enumerate() {
+            for (t, &y) in row.iter().enumerate() {
+                let base = m.candidate_cost[c] * m.task_cost[t];
+                let factor = if y == 1.0 { 1.0 } else { 3.0 };
+                assert!(
+                    (cells[c][t] - factor * base).abs() < 1e-12,
+                    "cell ({c}, {t})"
+                );
+                *if y == 1.0 { &mut passed } else { &mut failed } += 1;
+            }
+        }
+        assert!(
+            passed > 20 && failed > 20,
+            "{passed} passed, {failed} failed"
+        );
+        // With several trials the cost is the mean of the trials' costs.
+        let m = rasch_matrix(5, 40, &SynthParams { trials: 2, ..p }, 2);
+        let cells = m.cell_costs();
+        let half = (0..5)
+            .flat_map(|c| (0..40).map(move |t| (c, t)))
+            .find(|&(c, t)| m.outcomes[c][t] == 0.5)
+            .expect("a cell with one of two trials passed");
+        let base = m.candidate_cost[half.0] * m.task_cost[half.1];
+        assert!((cells[half.0][half.1] - 2.0 * base).abs() < 1e-12);
     }
 
     #[test]

@@ -75,7 +75,8 @@ fn drawn(data: &str, seed: u64) -> Vec<Recipe> {
     }
     for r in REAL {
         let real = real(data, r);
-        let rcost = move || real().with_synthetic_costs(1.0, seed);
+        let rcost =
+            move || real().with_synthetic_costs(&SynthParams::default().with_costs(1.0), seed);
         out.push(("rcost", format!("rcost:{r}"), Box::new(rcost)));
     }
     for sd in [0.1, 0.2, 1.0] {

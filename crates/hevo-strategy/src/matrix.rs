@@ -466,24 +466,29 @@ impl Matrix {
         self.select(&rows, &t)
     }
 
-    /// The matrix with seeded synthetic per-cell costs from the cost model of
-    /// `--synth-cost` ([`hevo_stats::synth::cost_model`]): per-task log-normal costs with
-    /// log-sd `log_sd`, correlated 0.5 with the task's failure rate (hard tasks cost more),
-    /// times a per-candidate multiplier of log-sd 0.5. Heavy-tailed dollars on a real field.
-    pub fn with_synthetic_costs(&self, log_sd: f64, seed: u64) -> Matrix {
+    /// The matrix with seeded synthetic per-cell costs from the cost model of `--synth-cost`
+    /// ([`hevo_stats::synth::cost_model`] and [`hevo_stats::synth::cell_costs`], with the
+    /// cost knobs of `params`): per-task log-normal costs correlated with the task's failure
+    /// rate, times a per-candidate multiplier, times the failure cost on failed cells.
+    /// Heavy-tailed dollars on a real field.
+    pub fn with_synthetic_costs(
+        &self,
+        params: &hevo_stats::synth::SynthParams,
+        seed: u64,
+    ) -> Matrix {
         let n_c = self.outcomes.len().max(1) as f64;
         let difficulty: Vec<f64> = (0..self.tasks.len())
             .map(|t| -self.outcomes.iter().map(|r| r[t]).sum::<f64>() / n_c)
             .collect();
-        let params = hevo_stats::synth::SynthParams::default().with_costs(log_sd);
         let (task, cand) =
-            hevo_stats::synth::cost_model(&difficulty, self.outcomes.len(), &params, seed);
+            hevo_stats::synth::cost_model(&difficulty, self.outcomes.len(), params, seed);
         Matrix {
-            cost: Some(
-                cand.iter()
-                    .map(|k| task.iter().map(|t| k * t).collect())
-                    .collect(),
-            ),
+            cost: Some(hevo_stats::synth::cell_costs(
+                &task,
+                &cand,
+                &self.outcomes,
+                params.failure_cost,
+            )),
             ..self.clone()
         }
     }
@@ -497,7 +502,9 @@ impl Matrix {
         seed: u64,
     ) -> Matrix {
         let s = hevo_stats::synth::rasch_matrix(n_candidates, n_tasks, params, seed);
-        let with_cost = params.cost_log_sd > 0.0 || params.candidate_cost_log_sd > 0.0;
+        let with_cost = params.cost_log_sd > 0.0
+            || params.candidate_cost_log_sd > 0.0
+            || params.failure_cost != 1.0;
         let cost = with_cost.then(|| s.cell_costs());
         Matrix {
             cost,

@@ -39,7 +39,7 @@ pub struct ReplayConfig {
     pub rho: f64,
     /// New candidates per iteration.
     pub per_iter: usize,
-    /// Number of seeds (`first_seed..first_seed + seeds`).
+    /// Number of seeds (`first_seed..first_seed + seeds`, which must fit in a `u64`).
     pub seeds: u64,
     /// The first seed (0 by default; e.g. 100 to report on seeds no constant was tuned on).
     pub first_seed: u64,
@@ -316,7 +316,11 @@ pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
 /// [`run`], calling `seed_done` from the worker threads each time a seed finishes (every
 /// strategy replayed on it), for progress lines on long replays.
 pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync)) -> ReplayReport {
-    let seeds: Vec<u64> = (cfg.first_seed..cfg.first_seed + cfg.seeds).collect();
+    let end = cfg
+        .first_seed
+        .checked_add(cfg.seeds)
+        .expect("replay: first_seed + seeds must fit in a u64");
+    let seeds: Vec<u64> = (cfg.first_seed..end).collect();
     let threads = cfg.threads.max(1).min(seeds.len().max(1));
     let mut results: Vec<(u64, SeedOut)> = Vec::new();
     std::thread::scope(|scope| {

@@ -175,9 +175,10 @@ fn samples_keep_whole_groups_and_synthetic_costs_follow_difficulty() {
         .map(|c| (0..400).map(|t| ((c + t / 4) < 100) as u8 as f64).collect())
         .collect();
     let base = Matrix::from_outcomes(outcomes);
-    let m = base.with_synthetic_costs(1.0, 3);
+    let model = SynthParams::default().with_costs(1.0);
+    let m = base.with_synthetic_costs(&model, 3);
     assert_eq!(m.outcomes, base.outcomes, "costs only");
-    assert_eq!(m, base.with_synthetic_costs(1.0, 3), "seeded");
+    assert_eq!(m, base.with_synthetic_costs(&model, 3), "seeded");
     let cost = m.cost.as_ref().expect("costs");
     let task = |t: usize| cost.iter().map(|r| r[t]).sum::<f64>() / 100.0;
     let logs: Vec<f64> = (0..400).map(|t| task(t).ln()).collect();
@@ -189,4 +190,38 @@ fn samples_keep_whole_groups_and_synthetic_costs_follow_difficulty() {
     let easy = (0..200).map(task).sum::<f64>();
     let hard = (200..400).map(task).sum::<f64>();
     assert!(hard > 1.5 * easy, "hard tasks cost more: {hard} vs {easy}");
+
+    // The knobs of --synth-cost-corr and --synth-cost-fail: a negative correlation makes
+    // the easy tasks the dear ones; a failure cost of 3 triples exactly the failed cells.
+    let anti = base.with_synthetic_costs(
+        &SynthParams {
+            cost_difficulty_corr: -0.5,
+            ..model.clone()
+        },
+        3,
+    );
+    let anti = anti.cost.as_ref().expect("costs");
+    let task = |t: usize| anti.iter().map(|r| r[t]).sum::<f64>();
+    let (easy, hard) = (
+        (0..200).map(task).sum::<f64>(),
+        (200..400).map(task).sum::<f64>(),
+    );
+    assert!(easy > 1.5 * hard, "easy tasks cost more: {easy} vs {hard}");
+    let fail = base.with_synthetic_costs(
+        &SynthParams {
+            failure_cost: 3.0,
+            ..model
+        },
+        3,
+    );
+    let fail = fail.cost.as_ref().expect("costs");
+    for (c, row) in base.outcomes.iter().enumerate() {
+        for (t, &y) in row.iter().enumerate() {
+            let want = if y == 1.0 { 1.0 } else { 3.0 };
+            assert!(
+                (fail[c][t] / cost[c][t] - want).abs() < 1e-9,
+                "cell ({c}, {t})"
+            );
+        }
+    }
 }
