@@ -213,11 +213,16 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     if let Some(bad) = args.rho.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
         return Err(user(format!("--rho {bad} must be in (0, 1]")));
     }
-    if args.per_iter == 0 {
-        return Err(user("--per-iter must be at least 1".into()));
-    }
-    if args.seeds == 0 {
-        return Err(user("--seeds must be at least 1".into()));
+    for (flag, n) in [
+        ("--per-iter", args.per_iter as u64),
+        ("--seeds", args.seeds),
+        ("--mc-draws", args.mc_draws as u64),
+        ("--minibatch", args.minibatch as u64),
+        ("--threads", args.threads.map_or(1, |t| t as u64)),
+    ] {
+        if n == 0 {
+            return Err(user(format!("{flag} must be at least 1")));
+        }
     }
     if args.first_seed.checked_add(args.seeds).is_none() {
         return Err(user(format!(

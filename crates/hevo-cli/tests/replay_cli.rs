@@ -223,8 +223,8 @@ fn the_table_flags_intervals_below_the_target() {
 
 /// The `--synth-cost-*` options shape the cost model: a failure cost of 3 makes `full`'s
 /// dollars (every val cell) grow, but less than threefold (passed cells keep their price);
-/// a value out of range, an option without `--synth-cost`, a negative ability spread and a
-/// seed range past `u64::MAX` exit 2 naming the flag.
+/// a value out of range, an option without `--synth-cost`, a negative ability spread, a
+/// count of 0 and a seed range past `u64::MAX` exit 2 naming the flag.
 #[test]
 fn synth_cost_options_shape_the_dollars_and_bad_values_exit_2() {
     let dollars = |extra: &[&str]| -> f64 {
@@ -286,6 +286,9 @@ fn synth_cost_options_shape_the_dollars_and_bad_values_exit_2() {
         ),
         (&["--synth-cost-fail", "3"][..], "--synth-cost"),
         (&["--ability-spread=-1"][..], "--ability-spread -1"),
+        (&["--mc-draws", "0"][..], "--mc-draws must be at least 1"),
+        (&["--minibatch", "0"][..], "--minibatch must be at least 1"),
+        (&["--threads", "0"][..], "--threads must be at least 1"),
         (
             &["--first-seed", "18446744073709551615", "--seeds", "2"][..],
             "--first-seed 18446744073709551615",
