@@ -8,15 +8,19 @@
 //! `cargo run --release -p hevo-strategy --example replay_grid -- SEEDS FIRST_SEED
 //! [all|cheap|coevolve|STRATEGY] [WORKLOAD ...]` (workloads: real, att, small, rcost, synth,
 //! cost, or a single name as printed in the first column; default all of them; `heldout`
-//! selects the held-out check, below). `RHO=0.2` runs one rho; the matrices are read from
-//! `HEVO_REPLAY_DATA` (default /work/shared/data/replay).
+//! selects the held-out check, below, and `costmodels` the cost-model check). `RHO=0.2`
+//! runs one rho; the matrices are read from `HEVO_REPLAY_DATA` (default
+//! /work/shared/data/replay).
 //!
 //! `heldout` is the check on matrices no constant was chosen on: the per-attempt, small-field,
 //! cost and synthetic workloads drawn again with matrix seeds 2 and 3 (the tuning used 1),
 //! seeded 20 x 150 samples of the real matrices, and four shapes never replayed before
-//! (13 x 80 separable, 30 x 500, 120 x 300, 40 x 400 with costs). With `all`, each setting
-//! ends with a `# verdict` line: `default`'s rank and the best peer spending at least as
-//! much (dollars with costs, else evaluations).
+//! (13 x 80 separable, 30 x 500, 120 x 300, 40 x 400 with costs). `costmodels` selects the
+//! check on cost models no constant was chosen on: the four real matrices and synthetic
+//! 60 x 200 sd 0.2 with costs of matrix seed 4 from the tuning model and four others (wide,
+//! flat, anti, fail x3; docs/replay.md), named `COSTMODEL:WORKLOAD`. With `all`, each
+//! setting ends with a `# verdict` line: `default`'s rank and the best peer spending at
+//! least as much (dollars with costs, else evaluations).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -47,6 +51,54 @@ fn synth(c: usize, t: usize, spread: f64, cost: f64, seed: u64) -> Matrix {
     }
     .with_costs(cost);
     Matrix::synthetic(c, t, &params, seed)
+}
+
+/// A cost model of the `costmodels` check: what `hevo replay`'s cost options do to the
+/// parameters (`--synth-cost`, then `--synth-cost-candidate`, `--synth-cost-corr` or
+/// `--synth-cost-fail`).
+type CostModel = (&'static str, fn(SynthParams) -> SynthParams);
+
+/// The tuning cost model and the four held-out ones (docs/replay.md).
+const COST_MODELS: [CostModel; 5] = [
+    ("base", |p| p.with_costs(1.0)),
+    ("wide", |p| SynthParams {
+        candidate_cost_log_sd: 1.0,
+        ..p.with_costs(2.0)
+    }),
+    ("flat", |p| SynthParams {
+        cost_difficulty_corr: 0.0,
+        ..p.with_costs(1.0)
+    }),
+    ("anti", |p| SynthParams {
+        cost_difficulty_corr: -0.5,
+        ..p.with_costs(1.0)
+    }),
+    ("fail3", |p| SynthParams {
+        failure_cost: 3.0,
+        ..p.with_costs(1.0)
+    }),
+];
+
+/// The `costmodels` workloads (module docs), named `COSTMODEL:WORKLOAD`, costs (and the
+/// synthetic field) drawn with seed 4.
+fn costmodels(data: &str) -> Vec<(String, Matrix)> {
+    let seed = 4;
+    let mut out = Vec::new();
+    for (model, costs) in COST_MODELS {
+        for r in REAL {
+            let m = real(data, r)().with_synthetic_costs(&costs(SynthParams::default()), seed);
+            out.push((format!("{model}:{r}"), m));
+        }
+        let field = costs(SynthParams {
+            ability_spread: 0.2,
+            ..SynthParams::near_identical()
+        });
+        out.push((
+            format!("{model}:synth:0.2"),
+            Matrix::synthetic(60, 200, &field, seed),
+        ));
+    }
+    out
 }
 
 /// A workload recipe: its group, its name, and how to draw its matrix.
@@ -135,6 +187,9 @@ fn workloads(sel: &[String]) -> Vec<(String, Matrix)> {
     // Only when asked for: `all` workloads stay the tuning grid.
     if sel.iter().any(|s| s == "heldout") {
         out.extend(heldout(&data));
+    }
+    if sel.iter().any(|s| s == "costmodels") {
+        out.extend(costmodels(&data));
     }
     out
 }
