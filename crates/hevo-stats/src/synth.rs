@@ -20,7 +20,7 @@
 //! v_tk ~ U(0, 1)                                               shared by all candidates
 //! cost_t = exp(cost_log_sd (r d̃_t + sqrt(1 - r²) z_t)),  z_t ~ N(0, 1)   relative task cost
 //! k_c  = exp(N(0, candidate_cost_log_sd²))                    candidate cost multiplier
-//! cost_ct = k_c cost_t (1 + (φ - 1)(1 - y_ct))                 cost of one trial
+//! cost_ct = k_c cost_t (1 + (φ - 1)(1 - y_ct))                 cost per trial (mean)
 //! ```
 //!
 //! `d̃_t` is the standardized difficulty and `r = cost_difficulty_corr`: with `r > 0` hard
