@@ -342,23 +342,14 @@ fn dims(flag: &str, spec: &str) -> Result<(usize, usize), CliError> {
 /// the cost model of `--synth-cost` and its knobs; a file given `--synth-cost` takes the cost
 /// model only. A value out of range is a user error (exit 2) naming its flag.
 fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
-    let spread = args.ability_spread;
-    if !(spread.is_finite() && spread >= 0.0) {
-        return Err(user(format!(
-            "--ability-spread {spread} must be a spread in logits >= 0"
-        )));
-    }
     let mut p = SynthParams {
-        ability_spread: args.ability_spread,
+        ability_spread: at_least_zero("--ability-spread", args.ability_spread)?,
         ..SynthParams::near_identical()
     };
     let Some(sd) = args.synth_cost else {
         return Ok(p);
     };
-    if !(sd.is_finite() && sd >= 0.0) {
-        return Err(user(format!("--synth-cost {sd} must be a log-sd >= 0")));
-    }
-    p = p.with_costs(sd);
+    p = p.with_costs(at_least_zero("--synth-cost", sd)?);
     if let Some(r) = args.synth_cost_corr {
         if !(-1.0..=1.0).contains(&r) {
             return Err(user(format!("--synth-cost-corr {r} must be in [-1, 1]")));
@@ -366,12 +357,7 @@ fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
         p.cost_difficulty_corr = r;
     }
     if let Some(k) = args.synth_cost_candidate {
-        if !(k.is_finite() && k >= 0.0) {
-            return Err(user(format!(
-                "--synth-cost-candidate {k} must be a log-sd >= 0"
-            )));
-        }
-        p.candidate_cost_log_sd = k;
+        p.candidate_cost_log_sd = at_least_zero("--synth-cost-candidate", k)?;
     }
     if let Some(f) = args.synth_cost_fail {
         if !(f.is_finite() && f > 0.0) {
@@ -382,6 +368,16 @@ fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
         p.failure_cost = f;
     }
     Ok(p)
+}
+
+/// `v`, the value of the spread `flag`, when it is finite and at least 0; else a user error
+/// naming the flag.
+fn at_least_zero(flag: &str, v: f64) -> Result<f64, CliError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(user(format!("{flag} {v} must be a spread >= 0")))
+    }
 }
 
 /// A seeded synthetic Rasch matrix of `spec` (`CxT`) drawn from `params`.
