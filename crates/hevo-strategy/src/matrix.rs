@@ -67,12 +67,22 @@ fn read(path: &Path) -> Result<String, MatrixError> {
     })
 }
 
-fn parse_text(text: &str, origin: &str, want_outcome: bool) -> Result<Parsed, MatrixError> {
-    let p = origin.to_string();
-    let mut rdr = csv::ReaderBuilder::new()
+/// A CSV reader over `text` with a header row and trimmed fields. Windows line ends
+/// (`\r\n`) are read as `\n` first: the csv crate counts a line only at the `\n` it
+/// consumes, and after a `\r\n` record it reports the previous line (BurntSushi/rust-csv
+/// issue 395), so every error would name the line above the bad row.
+fn csv_reader(text: &str) -> csv::Reader<std::io::Cursor<Vec<u8>>> {
+    csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
+        .from_reader(std::io::Cursor::new(
+            text.replace("\r\n", "\n").into_bytes(),
+        ))
+}
+
+fn parse_text(text: &str, origin: &str, want_outcome: bool) -> Result<Parsed, MatrixError> {
+    let p = origin.to_string();
+    let mut rdr = csv_reader(text);
     let line_err = |line: u64, message: String| MatrixError::Line {
         path: p.clone(),
         line,
@@ -328,10 +338,7 @@ impl Matrix {
             line,
             message,
         };
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .trim(csv::Trim::All)
-            .from_reader(text.as_bytes());
+        let mut rdr = csv_reader(text);
         let headers = rdr
             .headers()
             .map_err(|e| line_err(1, format!("cannot read the header: {e}")))?
