@@ -249,7 +249,21 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
                 .map_err(|e| CliError::User(anyhow!(e)))?
         }
         (None, Some(path)) => {
-            Matrix::from_csv(path, args.cost.as_deref()).map_err(|e| CliError::User(anyhow!(e)))?
+            let mut m = Matrix::from_csv(path, args.cost.as_deref())
+                .map_err(|e| CliError::User(anyhow!(e)))?;
+            if m.cost
+                .as_ref()
+                .is_some_and(|c| c.iter().flatten().all(|&v| v == 0.0))
+            {
+                // A free model (a local one, or a cached log): no dollars to weigh or share.
+                eprintln!(
+                    "note: {}: cost_usd is 0 on every cell, so there are no dollars to weigh; \
+                     replaying without costs (the spend is counted in evaluations)",
+                    args.cost.as_deref().unwrap_or(path).display()
+                );
+                m.cost = None;
+            }
+            m
         }
         (None, None) => return Err(user("give a MATRIX file or --synth CxT".into())),
     };

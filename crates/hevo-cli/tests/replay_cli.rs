@@ -56,6 +56,8 @@ fn rejects_malformed_matrices_with_file_and_line() {
     let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
     v[2] = "c0,t1,yes".into();
     expect_user_error(&(v.join("\n") + "\n"), "m.csv:3");
+    // The same with Windows line ends: still line 3 (the csv crate alone would say 2).
+    expect_user_error(&(v.join("\r\n") + "\r\n"), "m.csv:3:");
     // Outcome outside [0, 1].
     let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
     v[4] = "c0,t3,1.5".into();
@@ -70,6 +72,40 @@ fn rejects_malformed_matrices_with_file_and_line() {
     expect_user_error(&(v.join("\n") + "\n"), "incomplete");
     // Bad header.
     expect_user_error("a,b,c\n1,2,3\n", "m.csv:1");
+}
+
+/// A log of a free model (every `cost_usd` 0) has no dollars to weigh: the replay says so
+/// on stderr and counts the spend in evaluations, with no `NaN` share in the table or JSON.
+#[test]
+fn a_cost_column_of_zeros_replays_without_costs_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = String::from("candidate,task,outcome,cost_usd\n");
+    for line in complete(6, 20).lines().skip(1) {
+        s.push_str(&format!("{line},0\n"));
+    }
+    let p = write(&dir, "free.csv", &s);
+    let run = |json: bool| {
+        let mut cmd = hevo();
+        cmd.args(["replay", "--seeds", "2", "--strategy", "default,coevolve"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.arg(&p).output().unwrap()
+    };
+    let out = run(false);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("free.csv: cost_usd is 0 on every cell") && err.contains("without costs"),
+        "{err}"
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains("NaN"), "{table}");
+    let doc = support::json_of(&run(true));
+    for r in doc["strategies"].as_array().unwrap() {
+        assert!(r["cost_share"].is_null() && r["cost_usd"].is_null(), "{r}");
+        assert!(r["evals_share"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]

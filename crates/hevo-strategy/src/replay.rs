@@ -289,10 +289,12 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
             test: test_s[outcome.pick],
             spearman: sp,
             evals_share: oracle.evals as f64 / full_evals,
+            // A split whose val cells are all free costs nothing to evaluate in full, and
+            // nothing was spent: a share of 0, not 0 / 0.
             cost_share: if full_cost > 0.0 {
                 oracle.cost_usd / full_cost
             } else {
-                f64::NAN
+                0.0
             },
             cost_usd: oracle.cost_usd,
             pick_cover: covers(&pi, truth[outcome.pick]) as u8 as f64,
