@@ -108,6 +108,38 @@ fn a_cost_column_of_zeros_replays_without_costs_and_says_so() {
     }
 }
 
+/// Where every candidate scores the same, rank correlation is undefined: `-` in the table,
+/// `null` in the JSON, and never `NaN`.
+#[test]
+fn a_field_of_equal_scores_prints_no_nan() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = String::from("candidate,task,outcome\n");
+    for c in 0..5 {
+        for t in 0..10 {
+            s.push_str(&format!("c{c},t{t},0\n"));
+        }
+    }
+    let p = write(&dir, "zeros.csv", &s);
+    let out = hevo()
+        .args(["replay", "--seeds", "2", "--strategy", "default,fixed"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains("NaN"), "{table}");
+    let row = table.lines().find(|l| l.starts_with("default")).unwrap();
+    assert_eq!(row.split_whitespace().nth(5), Some("-"), "{table}");
+    let out = hevo()
+        .args(["replay", "--seeds", "2", "--strategy", "default", "--json"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let doc = support::json_of(&out);
+    assert!(doc["strategies"][0]["spearman"].is_null(), "{doc}");
+    assert_eq!(doc["strategies"][0]["rank"], 1.0);
+}
+
 #[test]
 fn json_has_strategies_and_oracle_test() {
     let dir = tempfile::tempdir().unwrap();

@@ -65,7 +65,8 @@ pub struct StrategyRow {
     pub val: f64,
     /// Test score of the pick.
     pub test: f64,
-    /// Spearman of estimates vs true val scores over the non-Phase-0 candidates.
+    /// Spearman of estimates vs true val scores over the non-Phase-0 candidates, over the
+    /// seeds where it is defined (`NaN`, `null` in JSON, when every seed ties).
     pub spearman: f64,
     /// Share of full-search evaluations used.
     pub evals_share: f64,
@@ -449,16 +450,23 @@ impl fmt::Display for ReplayReport {
             let cost = r
                 .cost_share
                 .map_or("-".to_string(), |c| format!("{:.3}", c));
+            // Undefined on every seed (every true score or every estimate ties): `-`, as
+            // `null` in the JSON.
+            let spearman = if r.spearman.is_finite() {
+                format!("{:.3}", r.spearman)
+            } else {
+                "-".to_string()
+            };
             let mark = if r.honest { " " } else { "*" };
             writeln!(
                 f,
-                "{:<26} {:>7.2} {:>6.2} {:>7.4} {:>7.4} {:>9.3} {:>7.3} {:>6} {:>8.3} {:>8.3}{mark}",
+                "{:<26} {:>7.2} {:>6.2} {:>7.4} {:>7.4} {:>9} {:>7.3} {:>6} {:>8.3} {:>8.3}{mark}",
                 r.name,
                 r.rank,
                 r.top1,
                 r.val,
                 r.test,
-                r.spearman,
+                spearman,
                 r.evals_share,
                 cost,
                 r.pick_coverage,
