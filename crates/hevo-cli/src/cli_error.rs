@@ -12,6 +12,11 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The user's mistake described by `msg` (exit code 2): say what is wrong and the fix.
+    pub fn user(msg: impl std::fmt::Display) -> CliError {
+        CliError::User(anyhow::anyhow!("{msg}"))
+    }
+
     /// Prints the error chain to stderr and returns the matching exit code.
     pub fn report(self) -> ExitCode {
         let (err, code) = match self {

@@ -147,10 +147,6 @@ pub struct Args {
     pub no_progress: bool,
 }
 
-fn user(msg: String) -> CliError {
-    CliError::User(anyhow!(msg))
-}
-
 /// The names of a comma-separated flag value, each parsed by `parse`, once each in the order
 /// given.
 fn each_once<T: PartialEq>(
@@ -169,7 +165,7 @@ fn each_once<T: PartialEq>(
 
 /// The strategies `--strategy` names, with their options.
 fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
-    let named = |e: UnknownName| user(format!("--{}: {e}", e.what.replace(' ', "-")));
+    let named = |e: UnknownName| CliError::user(format!("--{}: {e}", e.what.replace(' ', "-")));
     let pi = parse_pi(&args.pi, args.mc_draws).map_err(named)?;
     let estimators: Vec<Option<Estimator>> = match &args.estimator {
         Some(list) => each_once(list, |part| parse_estimator(part).map_err(named))?,
@@ -188,13 +184,13 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
     } else {
         each_once(&args.strategy, |part| {
             if part == "all" {
-                return Err(user(format!(
+                return Err(CliError::user(format!(
                     "--strategy {}: `all` replays every strategy; give it alone",
                     args.strategy
                 )));
             }
             part.parse()
-                .map_err(|e: UnknownName| user(format!("--strategy: {e}, or all")))
+                .map_err(|e: UnknownName| CliError::user(format!("--strategy: {e}, or all")))
         })?
     };
     let mut kinds = Vec::new();
@@ -211,7 +207,7 @@ fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
 /// Runs `hevo replay`.
 pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     if let Some(bad) = args.rho.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
-        return Err(user(format!("--rho {bad} must be in (0, 1]")));
+        return Err(CliError::user(format!("--rho {bad} must be in (0, 1]")));
     }
     for (flag, n) in [
         ("--per-iter", args.per_iter as u64),
@@ -221,11 +217,11 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         ("--threads", args.threads.map_or(1, |t| t as u64)),
     ] {
         if n == 0 {
-            return Err(user(format!("{flag} must be at least 1")));
+            return Err(CliError::user(format!("{flag} must be at least 1")));
         }
     }
     if args.first_seed.checked_add(args.seeds).is_none() {
-        return Err(user(format!(
+        return Err(CliError::user(format!(
             "--first-seed {} with --seeds {} runs past the largest seed, {}; give a smaller \
              --first-seed",
             args.first_seed,
@@ -240,10 +236,10 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
         (None, Some(path)) if args.attempts.is_some() => {
             let k = args.attempts.unwrap_or(1);
             if k == 0 {
-                return Err(user("--attempts must be at least 1".into()));
+                return Err(CliError::user("--attempts must be at least 1"));
             }
             if args.cost.is_some() {
-                return Err(user("--cost cannot be combined with --attempts".into()));
+                return Err(CliError::user("--cost cannot be combined with --attempts"));
             }
             Matrix::from_attempts(path, k, args.synth_seed)
                 .map_err(|e| CliError::User(anyhow!(e)))?
@@ -265,14 +261,14 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             }
             m
         }
-        (None, None) => return Err(user("give a MATRIX file or --synth CxT".into())),
+        (None, None) => return Err(CliError::user("give a MATRIX file or --synth CxT")),
     };
     if let Some(spec) = &args.sample {
         let (groups, tasks) = dims("--sample", spec)?;
         let group = args.attempts.unwrap_or(1);
         matrix = matrix.sample(groups, group, tasks, args.synth_seed);
         if matrix.candidates.len() < 3 || matrix.tasks.len() < 2 {
-            return Err(user(format!(
+            return Err(CliError::user(format!(
                 "--sample {spec}: the sample has {} candidates and {} tasks; replay needs at \
                  least 3 candidates and 2 tasks",
                 matrix.candidates.len(),
@@ -282,8 +278,8 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     }
     if let (Some(_), None) = (args.synth_cost, &args.synth) {
         if matrix.cost.is_some() {
-            return Err(user(
-                "--synth-cost: the matrix already has costs (a cost_usd column); drop one".into(),
+            return Err(CliError::user(
+                "--synth-cost: the matrix already has costs (a cost_usd column); drop one",
             ));
         }
         matrix = matrix.with_synthetic_costs(&params, args.synth_seed);
@@ -342,7 +338,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
 /// The `CANDIDATESxTASKS` of `--synth` or `--sample`.
 fn dims(flag: &str, spec: &str) -> Result<(usize, usize), CliError> {
     let bad = || {
-        user(format!(
+        CliError::user(format!(
             "{flag} `{spec}`: expected CANDIDATESxTASKS, e.g. 60x200"
         ))
     };
@@ -366,7 +362,9 @@ fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
     p = p.with_costs(at_least_zero("--synth-cost", sd)?);
     if let Some(r) = args.synth_cost_corr {
         if !(-1.0..=1.0).contains(&r) {
-            return Err(user(format!("--synth-cost-corr {r} must be in [-1, 1]")));
+            return Err(CliError::user(format!(
+                "--synth-cost-corr {r} must be in [-1, 1]"
+            )));
         }
         p.cost_difficulty_corr = r;
     }
@@ -375,7 +373,7 @@ fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
     }
     if let Some(f) = args.synth_cost_fail {
         if !(f.is_finite() && f > 0.0) {
-            return Err(user(format!(
+            return Err(CliError::user(format!(
                 "--synth-cost-fail {f} must be a cost ratio > 0"
             )));
         }
@@ -390,7 +388,7 @@ fn at_least_zero(flag: &str, v: f64) -> Result<f64, CliError> {
     if v.is_finite() && v >= 0.0 {
         Ok(v)
     } else {
-        Err(user(format!("{flag} {v} must be a spread >= 0")))
+        Err(CliError::user(format!("{flag} {v} must be a spread >= 0")))
     }
 }
 
@@ -398,8 +396,8 @@ fn at_least_zero(flag: &str, v: f64) -> Result<f64, CliError> {
 fn synth_matrix(spec: &str, params: &SynthParams, seed: u64) -> Result<Matrix, CliError> {
     let (c, t) = dims("--synth", spec)?;
     if c < 3 || t < 2 {
-        return Err(user(
-            "--synth needs at least 3 candidates and 2 tasks".into(),
+        return Err(CliError::user(
+            "--synth needs at least 3 candidates and 2 tasks",
         ));
     }
     Ok(Matrix::synthetic(c, t, params, seed))

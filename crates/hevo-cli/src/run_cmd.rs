@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::anyhow;
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::failures::Failures;
 use hevo_search::config::RunConfig;
@@ -97,13 +96,9 @@ fn stderr_progress() -> hevo_search::runner::ProgressFn {
     Arc::new(|line: &str| eprintln!("hevo: {line}"))
 }
 
-fn user(msg: impl std::fmt::Display) -> CliError {
-    CliError::User(anyhow!("{msg}"))
-}
-
 /// Runs `hevo run`.
 pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
-    let (mut config, config_file) = RunConfig::load(&args.path).map_err(user)?;
+    let (mut config, config_file) = RunConfig::load(&args.path).map_err(CliError::user)?;
     let config_file = std::fs::canonicalize(&config_file).unwrap_or(config_file);
     if let Some(s) = &args.strategy {
         config.evaluation.strategy = s.clone();
@@ -118,7 +113,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         config.search.jobs = Some(j);
     }
     // Re-validate after the overrides.
-    config.validate(&config_file).map_err(user)?;
+    config.validate(&config_file).map_err(CliError::user)?;
     let name = config.run_name(&config_file);
     let run_dir = match (&args.run_dir, &config.run_dir) {
         (Some(d), _) => d.clone(),
@@ -147,9 +142,11 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 .args(&setup[1..])
                 .current_dir(config_file.parent().unwrap_or(Path::new(".")))
                 .status()
-                .map_err(|e| user(format!("cannot run setup `{}`: {e}", setup.join(" "))))?;
+                .map_err(|e| {
+                    CliError::user(format!("cannot run setup `{}`: {e}", setup.join(" ")))
+                })?;
             if !status.success() {
-                return Err(user(format!(
+                return Err(CliError::user(format!(
                     "setup `{}` failed ({status})",
                     setup.join(" ")
                 )));
@@ -157,7 +154,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         }
     }
     std::fs::create_dir_all(&run_dir)
-        .map_err(|e| user(format!("cannot create `{}`: {e}", run_dir.display())))?;
+        .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", run_dir.display())))?;
     log(&format!("run directory: {}", run_dir.display()));
     let model = ModelLayer::start(&config, &config_file, &run_dir, &mut log)?;
     let launcher = executor_launcher(&config, &run_dir)?;
@@ -178,7 +175,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     })
     .map_err(|e| {
         if e.is_user_error() {
-            user(e)
+            CliError::user(e)
         } else {
             CliError::Internal(e.into())
         }
@@ -191,7 +188,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                     config.proposer.model.as_deref(),
                     launcher.isolation() != "none",
                 )
-                .ok_or_else(|| user(format!("unknown agent preset `{p}`")))
+                .ok_or_else(|| CliError::user(format!("unknown agent preset `{p}`")))
             });
             let preset = preset.transpose()?;
             let (command, mut env, install) = match (&config.proposer.command, preset) {
@@ -202,12 +199,15 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 ),
                 (None, Some(p)) => (p.command, p.env, Some(p.install)),
                 (None, None) => {
-                    return Err(user("an `agent` proposer needs `preset` or `command`"))
+                    return Err(CliError::user(
+                        "an `agent` proposer needs `preset` or `command`",
+                    ))
                 }
             };
             // a missing agent is found now, before any evaluation
-            hevo_search::proposer::agent_preset::check_program(&command, install)
-                .map_err(|e| user(format!("{}: [proposer] {e}", config_file.display())))?;
+            hevo_search::proposer::agent_preset::check_program(&command, install).map_err(|e| {
+                CliError::user(format!("{}: [proposer] {e}", config_file.display()))
+            })?;
             env.extend(config.proposer.env.clone());
             Box::new(AgentProposer {
                 command,
@@ -231,9 +231,9 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 .clone()
                 .or(layer.default_model.clone())
                 .or_else(|| layer.models.first().map(|m| m.name.clone()))
-                .ok_or_else(|| user("an `llm` proposer needs a model: set `[proposer] model` and a `[model]` route"))?;
+                .ok_or_else(|| CliError::user("an `llm` proposer needs a model: set `[proposer] model` and a `[model]` route"))?;
             if model.access().is_none() {
-                return Err(user(
+                return Err(CliError::user(
                     "an `llm` proposer needs a model gateway: `[model]` is empty",
                 ));
             }
@@ -268,7 +268,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 return Ok(ExitCode::from(reason.exit_code()));
             }
             return Err(if e.is_user_error() {
-                user(e)
+                CliError::user(e)
             } else {
                 CliError::Internal(e.into())
             });
@@ -312,7 +312,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
 fn run_failures(run_dir: &Path) -> Result<(Failures, Failures), CliError> {
     let view = hevo_search::view::RunView::open(run_dir).map_err(|e| {
         if e.is_user_error() {
-            user(e)
+            CliError::user(e)
         } else {
             CliError::Internal(e.into())
         }
@@ -606,16 +606,19 @@ fn paired_json(f: &FinalizeReport) -> serde_json::Value {
 
 /// Runs `hevo finalize`.
 pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
+    hevo_search::view::require_run(&args.run).map_err(CliError::user)?;
     let record_path = args.run.join(RECORD_FILE);
     let text = std::fs::read(&record_path).map_err(|e| {
-        user(format!(
-            "cannot read `{}`: {e}; run `hevo run` to completion first",
+        CliError::user(format!(
+            "the search in `{}` has not finished (cannot read `{}`: {e}); run the same \
+             `hevo run` command again to finish it (it resumes), then finalize",
+            args.run.display(),
             record_path.display()
         ))
     })?;
     let record: SearchRecord = serde_json::from_slice(&text)
-        .map_err(|e| user(format!("{}: {e}", record_path.display())))?;
-    let (config, config_file) = RunConfig::load(&record.config_file).map_err(user)?;
+        .map_err(|e| CliError::user(format!("{}: {e}", record_path.display())))?;
+    let (config, config_file) = RunConfig::load(&record.config_file).map_err(CliError::user)?;
     let suite_dir = config.resolve(&config_file, &config.suite);
     let progress = !args.no_progress;
     let mut log = |line: &str| {
@@ -661,7 +664,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
 /// Maps a finalize error to exit 2 (a mistake in the input) or 1.
 fn finalize_error(e: FinalizeError) -> CliError {
     if e.is_user_error() {
-        user(e)
+        CliError::user(e)
     } else {
         CliError::Internal(e.into())
     }
@@ -675,6 +678,6 @@ fn executor_launcher(
 ) -> Result<Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
     match config.executor.kind {
         hevo_search::config::ExecutorKind::Local => crate::launcher(config.executor.limits()),
-        _ => config.executor.launcher(run_dir).map_err(user),
+        _ => config.executor.launcher(run_dir).map_err(CliError::user),
     }
 }

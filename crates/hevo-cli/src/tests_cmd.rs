@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::anyhow;
 use hevo_llm::ModelLayerConfig;
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::task::Split;
@@ -128,10 +127,6 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     }
 }
 
-fn user(msg: impl std::fmt::Display) -> CliError {
-    CliError::User(anyhow!("{msg}"))
-}
-
 fn to_cli(e: SynthError) -> CliError {
     if e.is_user_error() {
         CliError::User(e.into())
@@ -143,7 +138,7 @@ fn to_cli(e: SynthError) -> CliError {
 fn seconds(name: &str, v: f64) -> Result<Duration, CliError> {
     hevo_runtime::limits::seconds(v)
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| user(hevo_runtime::limits::seconds_problem(name, v)))
+        .ok_or_else(|| CliError::user(hevo_runtime::limits::seconds_problem(name, v)))
 }
 
 fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
@@ -179,17 +174,21 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 args.agent_model.as_deref(),
                 launcher.isolation() != "none",
             )
-            .ok_or_else(|| user(format!("unknown agent preset `{name}`")))?;
+            .ok_or_else(|| CliError::user(format!("unknown agent preset `{name}`")))?;
             (p.command, p.env, Some(p.install))
         }
-        (None, None) => return Err(user("give `--agent claude|codex` or `--agent-cmd CMD...`")),
+        (None, None) => {
+            return Err(CliError::user(
+                "give `--agent claude|codex` or `--agent-cmd CMD...`",
+            ))
+        }
     };
-    check_program(&command, install).map_err(|e| user(format!("--agent: {e}")))?;
+    check_program(&command, install).map_err(|e| CliError::user(format!("--agent: {e}")))?;
     let out = tests_synth::prepare_out(&out, &args.suite).map_err(to_cli)?;
     let work = out.join(tests_synth::WORK_DIR);
     let model_dir = work.join("initial");
     std::fs::create_dir_all(&model_dir)
-        .map_err(|e| user(format!("cannot create `{}`: {e}", model_dir.display())))?;
+        .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", model_dir.display())))?;
     let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
     let model = ModelLayer::start_layer(&layer, &model_dir, &mut log)?;

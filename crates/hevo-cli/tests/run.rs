@@ -175,6 +175,33 @@ fn a_bad_config_names_the_file_line_and_key() {
     );
 }
 
+#[test]
+fn a_missing_config_or_an_unfinished_run_says_what_to_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = |args: &[&std::ffi::OsStr]| {
+        let out = hevo().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let empty = tmp.path().as_os_str();
+    let e = err(&["run".as_ref(), empty]);
+    assert!(
+        e.contains("hevo.toml") && e.contains("examples/threshold"),
+        "{e}"
+    );
+    let e = err(&["finalize".as_ref(), empty]);
+    assert!(e.contains("is not a run directory"), "{e}");
+    // A run directory whose search never finished: no search.json yet.
+    let run = tmp.path().join("runs/r");
+    std::fs::create_dir_all(run.join("archive")).unwrap();
+    std::fs::write(run.join("hevo.db"), b"").unwrap();
+    let e = err(&["finalize".as_ref(), run.as_os_str()]);
+    assert!(
+        e.contains("has not finished") && e.contains("resumes"),
+        "{e}"
+    );
+}
+
 /// Regression (issue 10): an agent proposer used to run without the cancellation token, so
 /// a `hevo run` whose agent slept ignored SIGINT and exited 0 after it. Now SIGINT stops the
 /// agent's process group, the run exits 130 with how to resume, and the iteration is asked

@@ -501,7 +501,11 @@ pub struct BudgetConfig {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read `{}`: {source}", path.display())]
+    #[error(
+        "cannot read `{}`: {source}; pass a directory holding hevo.toml, or the file itself \
+         (examples/threshold is a complete one; every key: docs/config.md)",
+        path.display()
+    )]
     Read {
         /// The file.
         path: PathBuf,

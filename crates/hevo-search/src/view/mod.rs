@@ -27,7 +27,7 @@ use hevo_runtime::spend::Spend;
 use hevo_stats::estimate::Estimate;
 use serde::Serialize;
 
-pub use read::list_runs;
+pub use read::{list_runs, require_run};
 
 /// Everything a report or a status view shows about one run.
 #[derive(Clone, Debug, Serialize)]

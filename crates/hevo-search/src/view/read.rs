@@ -51,20 +51,26 @@ pub fn list_runs(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
-    if !is_run(dir) {
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        return Err(ViewError::NotARun {
-            path: dir.to_path_buf(),
-            known: list_runs(parent)
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-        });
+/// `Ok` when `dir` is a run directory, else the error naming the run directories next to it.
+pub fn require_run(dir: &Path) -> Result<(), ViewError> {
+    if is_run(dir) {
+        return Ok(());
     }
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Err(ViewError::NotARun {
+        path: dir.to_path_buf(),
+        known: list_runs(parent)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+    })
+}
+
+pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
+    require_run(dir)?;
     // Traces are stored with absolute paths; an absolute run directory makes them
     // relative to it.
     let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
