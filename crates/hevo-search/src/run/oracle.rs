@@ -1,0 +1,159 @@
+//! The oracle the strategy calls during the search: it groups the strategy's requests per
+//! candidate, runs them through the [`CandidateRunner`], enforces `[budget] max_evaluations`
+//! and remembers every outcome and each candidate's effort across calls.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hevo_runtime::task::Split;
+use hevo_strategy::strategy::{CandidateId, Oracle};
+
+use super::SearchError;
+use crate::archive::Candidate;
+use crate::objective::CostUnit;
+use crate::runner::{CandidateRunner, Effort};
+
+/// What the live oracle remembers across strategy calls.
+pub(super) struct OracleState {
+    pub(super) effort: HashMap<usize, Effort>,
+    pub(super) outcomes: HashMap<usize, BTreeMap<String, f64>>,
+    pub(super) requested: u64,
+    pub(super) budget_trials: Option<u64>,
+    pub(super) trials_per_task: u64,
+    /// The unit of per-task costs, fixed by the first batch that had any.
+    pub(super) cost_unit: Option<CostUnit>,
+}
+
+impl OracleState {
+    /// Lets `f` drive the strategy with a live oracle over `candidates`.
+    pub(super) fn call(
+        &mut self,
+        runner: &mut dyn CandidateRunner,
+        candidates: &[Candidate],
+        val_ids: &[String],
+        f: &mut dyn FnMut(&mut dyn Oracle),
+    ) -> Result<(), SearchError> {
+        let mut oracle = LiveOracle {
+            state: self,
+            runner,
+            candidates,
+            val_ids,
+            error: None,
+        };
+        f(&mut oracle);
+        match oracle.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The oracle of the live search: groups requests per candidate and runs them.
+struct LiveOracle<'a> {
+    state: &'a mut OracleState,
+    runner: &'a mut dyn CandidateRunner,
+    candidates: &'a [Candidate],
+    val_ids: &'a [String],
+    /// The first error; once set, the oracle answers nothing more.
+    error: Option<SearchError>,
+}
+
+impl Oracle for LiveOracle<'_> {
+    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
+        self.evaluate_with_costs(requests).0
+    }
+
+    /// Outcomes with each cell's model cost from the ledger, so sampling strategies weigh
+    /// information per unit of cost: dollars when the run's trials cost any, else tokens.
+    /// Wall time is never used (it would make two runs with the same seed differ). No cost
+    /// (a harness that calls no model): `None`, every task equally expensive.
+    fn evaluate_costed(
+        &mut self,
+        requests: &[(CandidateId, usize)],
+    ) -> (Vec<f64>, Option<Vec<f64>>) {
+        let (out, costs) = self.evaluate_with_costs(requests);
+        if self.state.cost_unit.is_none() {
+            if costs.iter().any(|c| c.0 > 0.0) {
+                self.state.cost_unit = Some(CostUnit::Usd);
+            } else if costs.iter().any(|c| c.1 > 0.0) {
+                self.state.cost_unit = Some(CostUnit::Tokens);
+            }
+        }
+        let costs = self.state.cost_unit.map(|unit| {
+            costs
+                .iter()
+                .map(|&(usd, tokens)| match unit {
+                    CostUnit::Usd => usd,
+                    CostUnit::Tokens => tokens,
+                })
+                .collect()
+        });
+        (out, costs)
+    }
+}
+
+impl LiveOracle<'_> {
+    /// Outcomes of `requests` and each cell's mean (dollars, tokens) per trial.
+    fn evaluate_with_costs(
+        &mut self,
+        requests: &[(CandidateId, usize)],
+    ) -> (Vec<f64>, Vec<(f64, f64)>) {
+        let mut out = vec![f64::NAN; requests.len()];
+        let mut costs = vec![(0.0, 0.0); requests.len()];
+        if self.error.is_some() {
+            return (out, costs);
+        }
+        let mut by_cand: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, &(c, _)) in requests.iter().enumerate() {
+            by_cand.entry(c).or_default().push(i);
+        }
+        for (c, idxs) in by_cand {
+            let cand = &self.candidates[c];
+            let ids: Vec<String> = idxs
+                .iter()
+                .map(|&i| self.val_ids[requests[i].1].clone())
+                .collect();
+            let known = self.state.outcomes.entry(c).or_default();
+            let new_cells = ids.iter().filter(|id| !known.contains_key(*id)).count() as u64;
+            if let Some(max) = self.state.budget_trials {
+                if self.state.requested + new_cells * self.state.trials_per_task > max {
+                    self.error = Some(SearchError::Budget { max_trials: max });
+                    return (out, costs);
+                }
+            }
+            self.state.requested += new_cells * self.state.trials_per_task;
+            match self
+                .runner
+                .evaluate(&cand.meta.name, &cand.code(), Split::Val, &ids)
+            {
+                Ok(res) => {
+                    let known = self.state.outcomes.entry(c).or_default();
+                    for (&i, id) in idxs.iter().zip(&ids) {
+                        let y = res.outcomes.get(id).copied().unwrap_or(f64::NAN);
+                        // A task whose every trial was an infra error has no outcome; the
+                        // harness is not blamed, the run stops (and resumes later).
+                        if y.is_nan() && self.error.is_none() {
+                            self.error = Some(SearchError::NoScore {
+                                candidate: cand.meta.name.clone(),
+                                task: id.clone(),
+                            });
+                        }
+                        out[i] = y;
+                        costs[i] = res.costs.get(id).copied().unwrap_or((0.0, 0.0));
+                        known.insert(id.clone(), y);
+                    }
+                    // Each cell is requested once per strategy pass, so the per-call spends add up
+                    // to the candidate's total.
+                    self.state.effort.entry(c).or_default().add(&res.effort);
+                }
+                Err(source) => {
+                    self.error = Some(SearchError::Evaluation {
+                        candidate: cand.meta.name.clone(),
+                        source,
+                    });
+                    return (out, costs);
+                }
+            }
+        }
+        (out, costs)
+    }
+}
