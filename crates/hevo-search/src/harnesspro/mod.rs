@@ -14,7 +14,7 @@
 //! the search validates, archives and evaluates the children with its strategy, as usual
 //! ```
 //!
-//! [`epoch`] holds the step; `run.rs` only dispatches to it.
+//! [`epoch`] holds the step; the search loop (`run/`) only dispatches to it.
 
 pub mod agent_diagnosis;
 pub mod core_set;
