@@ -292,15 +292,22 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
         r.ran_now,
         r.reused
     )?;
-    let failing: Vec<_> = r
-        .tasks
-        .iter()
-        .filter(|t| t.status != "pass")
-        .take(10)
-        .map(|t| format!("{} ({})", t.id, t.status))
-        .collect();
-    if !failing.is_empty() {
-        writeln!(out, "not passed  {}", failing.join(", "))?;
+    // The first ten tasks that did not pass, and how many more there are (`--json` has all).
+    const SHOWN: usize = 10;
+    let not_passed: Vec<_> = r.tasks.iter().filter(|t| t.status != "pass").collect();
+    if !not_passed.is_empty() {
+        let mut line: Vec<String> = not_passed
+            .iter()
+            .take(SHOWN)
+            .map(|t| format!("{} ({})", t.id, t.status))
+            .collect();
+        if not_passed.len() > SHOWN {
+            line.push(format!(
+                "and {} more (--json lists every task)",
+                not_passed.len() - SHOWN
+            ));
+        }
+        writeln!(out, "not passed  {}", line.join(", "))?;
     }
     let failures = r.failures(&r.harness);
     if !failures.is_empty() {

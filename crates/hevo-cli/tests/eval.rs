@@ -450,3 +450,45 @@ fn runs_kept_inside_the_suite_directory_do_not_break_resume() {
     assert_eq!(first["run_dir"], second["run_dir"]);
     assert_eq!(second["reused"], 30);
 }
+
+/// The text report names the first ten tasks that did not pass and counts the rest, so a
+/// reader never takes the ten for all of them.
+#[test]
+fn the_text_report_counts_the_tasks_it_does_not_list() {
+    let d = tempfile::tempdir().unwrap();
+    support::one_task(
+        d.path(),
+        ("sh", "h.sh", "echo '{\"answer\": \"no\"}'\n"),
+        "x",
+    );
+    let tasks: String = (0..12)
+        .map(|i| {
+            format!("{{\"id\":\"t{i:02}\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}}\n")
+        })
+        .collect();
+    write(&d.path().join("suite/tasks.jsonl"), &tasks);
+    let out = hevo()
+        .arg("eval")
+        .arg(d.path().join("h"))
+        .arg("--suite")
+        .arg(d.path().join("suite"))
+        .arg("--run-dir")
+        .arg(d.path().join("run"))
+        .args(["--no-progress", "--no-model"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("not passed"))
+        .unwrap_or_else(|| panic!("no `not passed` line in:\n{text}"));
+    assert!(
+        line.contains("t00 (fail)") && line.contains("t09 (fail)"),
+        "{line}"
+    );
+    assert!(!line.contains("t10"), "{line}");
+    assert!(
+        line.ends_with("and 2 more (--json lists every task)"),
+        "{line}"
+    );
+}
