@@ -376,8 +376,17 @@ pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
 }
 
 fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)]) -> String {
+    let evals = eval_runs(dir);
+    let evals_line = if evals.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nevaluations (`hevo eval`; the same command again prints its report from the store): {}\n",
+            evals.join(", ")
+        )
+    };
     if runs.is_empty() {
-        return format!("no run directories under {}\n", dir.display());
+        return format!("no search runs under {}\n{evals_line}", dir.display());
     }
     let mut s = format!(
         "{:<28} {:<11} {:>5} {:>10} {:>7} {:<24} {:>20}\n",
@@ -409,7 +418,21 @@ fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)]) -> String
             }
         }
     }
-    s
+    s + &evals_line
+}
+
+/// The directories under `dir` that `hevo eval` wrote (a store, no archive), sorted by name.
+fn eval_runs(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("hevo.db").is_file() && !p.join("archive").exists())
+        .map(|p| run_label(dir, &p))
+        .collect();
+    out.sort();
+    out
 }
 
 /// A run's path as `ls` prints it: relative to the listed directory.

@@ -435,6 +435,31 @@ fn ls_lists_the_runs_of_a_directory() {
     settings(run).bind(|| insta::assert_snapshot!(text));
 }
 
+/// `hevo ls` on a directory holding only a `hevo eval` run: no search, and the evaluation
+/// named, so the user is not told the directory is empty.
+#[test]
+fn ls_names_the_evaluations_beside_the_searches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let threshold = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threshold");
+    let runs = tmp.path().join("runs");
+    ok(&hevo()
+        .arg("eval")
+        .arg(threshold.join("seed"))
+        .arg("--suite")
+        .arg(&threshold)
+        .arg("--run-dir")
+        .arg(runs.join("ev"))
+        .args(["--no-model", "--no-progress"])
+        .output()
+        .unwrap());
+    let text = ok(&hevo().arg("ls").arg(&runs).output().unwrap());
+    assert!(text.starts_with("no search runs under"), "{text}");
+    assert!(
+        text.contains("evaluations (`hevo eval`; the same command again prints its report from the store): ev\n"),
+        "{text}"
+    );
+}
+
 #[test]
 fn unknown_runs_and_candidates_exit_2_and_say_what_exists() {
     let run = run_dir();
