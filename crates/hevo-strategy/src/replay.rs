@@ -457,7 +457,7 @@ impl fmt::Display for ReplayReport {
             } else {
                 "-".to_string()
             };
-            let mark = if r.honest { " " } else { "*" };
+            let mark = if r.honest { "" } else { "*" };
             writeln!(
                 f,
                 "{:<26} {:>7.2} {:>6.2} {:>7.4} {:>7.4} {:>9} {:>7.3} {:>6} {:>8.3} {:>8.3}{mark}",
