@@ -7,6 +7,7 @@
 mod cli_error;
 mod eval_cmd;
 mod eval_progress;
+mod finalize_cmd;
 mod limit_args;
 mod model_cmd;
 mod model_setup;
@@ -47,7 +48,7 @@ enum Command {
     /// Search for a better harness: the proposer writes candidates, hevo evaluates them.
     Run(run_cmd::Args),
     /// Evaluate a finished run's pick, seeds and frontier on the test split, once.
-    Finalize(run_cmd::FinalizeArgs),
+    Finalize(finalize_cmd::FinalizeArgs),
     /// Evaluate one harness on a task suite and print its pass rate with a 95% interval.
     Eval(eval_cmd::Args),
     /// Replay evaluation strategies offline on a logged candidate x task outcome matrix.
@@ -89,7 +90,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(args, &cancel),
-        Command::Finalize(args) => run_cmd::run_finalize(args, &cancel),
+        Command::Finalize(args) => finalize_cmd::run_finalize(args, &cancel),
         Command::Eval(args) => eval_cmd::run(args, &cancel),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Model(args) => model_cmd::run(args),
