@@ -1,0 +1,43 @@
+//! Why a `hevo.toml` could not be used: unreadable, malformed or out of range, each error
+//! naming the file and what to fix.
+
+use std::path::PathBuf;
+
+/// Why a configuration could not be used (always the user's to fix).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error(
+        "cannot read `{}`: {source}; pass a directory holding hevo.toml, or the file itself \
+         (examples/threshold is a complete one; every key: docs/config.md)",
+        path.display()
+    )]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has an unknown key or a value of the wrong type.
+    #[error("{}{location}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// `:line:column` when known.
+        location: String,
+        /// What is wrong (toml's message names the key).
+        message: String,
+    },
+    /// A value is out of its allowed range.
+    #[error("`{}`: `{key}` {problem}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The dotted key.
+        key: String,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+}

@@ -1,0 +1,129 @@
+//! Unit tests of `hevo.toml` parsing: the documented defaults, and errors that name the
+//! key, its line and the fix.
+
+use super::*;
+
+fn parse(text: &str) -> Result<RunConfig, ConfigError> {
+    RunConfig::parse(text, Path::new("dir/hevo.toml"))
+}
+
+#[test]
+fn minimal_config_gets_documented_defaults() {
+    let c = parse("suite = \"suite\"\nseeds = [\"a\"]\n").unwrap();
+    assert!(
+        c.model.is_none(),
+        "no [model] means the embedded local model"
+    );
+    assert_eq!(c.proposer.kind, "params");
+    assert_eq!(c.search.iterations, 10);
+    assert_eq!(c.search.candidates_per_iteration, 3);
+    assert_eq!(c.evaluation.strategy, "recommended");
+    assert_eq!(c.evaluation.rho, 0.2);
+    assert_eq!(c.objective.kind, ObjectiveKind::PassRate);
+    assert_eq!(
+        (c.objective.lite, c.objective.medium, c.objective.heavy),
+        ([1.0, 2.0], [1.0, 1.0], [2.0, 1.0])
+    );
+}
+
+#[test]
+fn unknown_key_is_named_with_its_line() {
+    let err = parse("suite = \"s\"\nseeds = [\"a\"]\n[search]\niteratons = 3\n").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("dir/hevo.toml:4:"), "{msg}");
+    assert!(msg.contains("iteratons"), "{msg}");
+}
+
+#[test]
+fn executor_limits_default_to_a_process_bound_only() {
+    let c = parse("suite = \"s\"\nseeds = [\"a\"]\n").unwrap();
+    assert_eq!(
+        c.executor.limits(),
+        hevo_runtime::cgroup::TrialLimits::default()
+    );
+    assert_eq!(c.executor.limits().pids, Some(1024));
+    let c = parse(
+        "suite = \"s\"\nseeds = [\"a\"]\n[executor]\nmem_mb = 512\ncpus = 2\npids = 64\nio_mbps = 50\n",
+    )
+    .unwrap();
+    let l = c.executor.limits();
+    assert_eq!(
+        (l.memory_mb, l.cpus, l.pids, l.io_mbps),
+        (Some(512), Some(2.0), Some(64), Some(50))
+    );
+}
+
+#[test]
+fn bad_values_name_the_key_and_the_fix() {
+    let cases = [
+        ("[evaluation]\nstrategy = \"fast\"", "evaluation.strategy"),
+        ("[evaluation]\nrho = 1.5", "evaluation.rho"),
+        ("[proposer]\nkind = \"agent\"", "proposer.preset"),
+        (
+            "[proposer]\nkind = \"agent\"\npreset = \"claude\"\nenv = { HOME = \"/x\" }",
+            "proposer.env",
+        ),
+        ("[search]\ntrials = 0", "search.trials"),
+        ("[model]\nbackend = \"openai\"", "backend"),
+        ("[budget]\nmax_usd = -1.0", "budget.max_usd"),
+        (
+            "[objective]\nkind = \"cost\"",
+            "expected `pass_rate` or `pareto`",
+        ),
+        ("[objective]\nlite = [-1.0, 2.0]", "objective.lite"),
+        ("[executor]\npids = 0", "executor.pids"),
+        ("[executor]\ncpus = 0", "executor.cpus"),
+        ("[executor]\nio_mbps = 0", "executor.io_mbps"),
+        ("[executor]\nmem_mb = 8", "executor.mem_mb"),
+        ("[executor]\npids = -1", "hevo.toml:4:8"),
+    ];
+    for (extra, key) in cases {
+        let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");
+        let msg = parse(&text).unwrap_err().to_string();
+        assert!(msg.contains(key), "{extra}: {msg}");
+    }
+}
+
+#[test]
+fn gateway_listeners_are_checked_with_their_line() {
+    let at = |gw: &str| {
+        parse(&format!(
+            "suite = \"s\"\nseeds = [\"a\"]\n[gateway]\n{gw}\n"
+        ))
+        .map(|c| c.gateway.listen())
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(at("").unwrap(), hevo_llm::Listen::default());
+    let l = at("bind = \"0.0.0.0:0\"\nadvertise = \"http://login\"").unwrap();
+    assert!(l.is_exposed());
+    assert_eq!(l.advertise.as_deref(), Some("http://login"));
+    assert!(at("bind = \"10.0.0.5:8400\"").is_ok());
+    for (gw, says) in [
+        ("bind = \"login:8400\"", "gateway.bind"),
+        ("bind = \"0.0.0.0:8400\"", "gateway.advertise"),
+        (
+            "advertise = \"http://login:8400\"",
+            "without `gateway.bind`",
+        ),
+        (
+            "bind = \"0.0.0.0:1\"\nadvertise = \"login:8400\"",
+            "http://",
+        ),
+        ("bnd = \"0.0.0.0:1\"", "bnd"),
+    ] {
+        let msg = at(gw).unwrap_err();
+        assert!(msg.contains("dir/hevo.toml:"), "{gw}: {msg}");
+        assert!(msg.contains(says), "{gw}: {msg}");
+    }
+    // The location is the `[gateway]` table's line (the checks span its keys).
+    let msg = at("bind = \"nope\"").unwrap_err();
+    assert!(msg.contains("dir/hevo.toml:3:"), "{msg}");
+}
+
+#[test]
+fn empty_seeds_are_rejected() {
+    let msg = parse("suite = \"s\"\nseeds = []\n")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("seeds"), "{msg}");
+}

@@ -1,0 +1,158 @@
+//! The checks of every value of a `hevo.toml` beyond its types (ranges, names, the keys
+//! each choice needs), run after parsing and again after command-line overrides.
+
+use std::path::Path;
+
+use hevo_strategy::vocab::{parse_estimator, StrategyName};
+
+use super::proposer::RESERVED_AGENT_VARS;
+use super::{ConfigError, ObjectiveKind, RunConfig};
+
+impl RunConfig {
+    /// Checks every value (after command-line overrides, too).
+    pub fn validate(&self, file: &Path) -> Result<(), ConfigError> {
+        let bad = |key: &str, problem: String| ConfigError::Invalid {
+            path: file.to_path_buf(),
+            key: key.into(),
+            problem,
+        };
+        if self.seeds.is_empty() {
+            return Err(bad(
+                "seeds",
+                "is empty: list at least one starting harness directory".into(),
+            ));
+        }
+        if !["params", "agent", "llm"].contains(&self.proposer.kind.as_str()) {
+            return Err(bad(
+                "proposer.kind",
+                format!(
+                    "is `{}`: use `params`, `agent` or `llm`",
+                    self.proposer.kind
+                ),
+            ));
+        }
+        if self.proposer.kind == "agent" {
+            match (&self.proposer.preset, &self.proposer.command) {
+                (None, None) => {
+                    return Err(bad("proposer.preset", "is missing: an `agent` proposer needs `preset = \"claude\"` or `\"codex\"`, or a `command`".into()))
+                }
+                (Some(p), None) if p != "claude" && p != "codex" => {
+                    return Err(bad("proposer.preset", format!("is `{p}`: use `claude` or `codex`, or give a `command`")))
+                }
+                (_, Some(c)) if c.is_empty() => return Err(bad("proposer.command", "is empty: give the program and its arguments".into())),
+                _ => {}
+            }
+        }
+        for name in self.proposer.env.keys() {
+            if RESERVED_AGENT_VARS.contains(&name.as_str()) {
+                return Err(bad(
+                    "proposer.env",
+                    format!("sets `{name}`, which hevo sets for the agent: remove it"),
+                ));
+            }
+        }
+        if self.search.candidates_per_iteration == 0 {
+            return Err(bad(
+                "search.candidates_per_iteration",
+                "is 0: use at least 1".into(),
+            ));
+        }
+        if self.search.trials == 0 {
+            return Err(bad("search.trials", "is 0: use at least 1".into()));
+        }
+        if self.search.jobs == Some(0) {
+            return Err(bad(
+                "search.jobs",
+                "is 0: use at least 1, or leave it out for the number of cores".into(),
+            ));
+        }
+        if let Err(e) = self.evaluation.strategy.parse::<StrategyName>() {
+            return Err(bad("evaluation.strategy", e.to_string()));
+        }
+        if !(self.evaluation.rho > 0.0 && self.evaluation.rho <= 1.0) {
+            return Err(bad(
+                "evaluation.rho",
+                format!(
+                    "is {}: use a share in (0, 1], e.g. 0.2",
+                    self.evaluation.rho
+                ),
+            ));
+        }
+        if let Err(e) = parse_estimator(&self.evaluation.estimator) {
+            return Err(bad("evaluation.estimator", e.to_string()));
+        }
+        for (tier, w) in [
+            ("lite", self.objective.lite),
+            ("medium", self.objective.medium),
+            ("heavy", self.objective.heavy),
+        ] {
+            if !w.iter().all(|x| x.is_finite() && *x >= 0.0) || w == [0.0, 0.0] {
+                return Err(bad(
+                    &format!("objective.{tier}"),
+                    format!("is {w:?}: use two weights >= 0, not both 0, e.g. [1.0, 2.0]"),
+                ));
+            }
+        }
+        if self.executor.array_max == Some(0) || self.executor.array_max > Some(100_000) {
+            return Err(bad(
+                "executor.array_max",
+                "is out of range: use 1 (no arrays) up to the cluster's MaxArraySize - 1 \
+                 (Slurm's default allows 1000)"
+                    .into(),
+            ));
+        }
+        for (key, v) in [
+            ("executor.cpus", self.executor.cpus.map(u64::from)),
+            ("executor.mem_mb", self.executor.mem_mb),
+            ("executor.pids", self.executor.pids),
+            ("executor.io_mbps", self.executor.io_mbps),
+        ] {
+            if v == Some(0) {
+                return Err(bad(
+                    key,
+                    "is 0, which no trial can run with: use at least 1, or leave it out for \
+                     the default"
+                        .into(),
+                ));
+            }
+        }
+        if self.executor.mem_mb.is_some_and(|mb| mb < 16) {
+            return Err(bad(
+                "executor.mem_mb",
+                "is below 16 MB, too little for any interpreter to start: use e.g. 2048".into(),
+            ));
+        }
+        if self.executor.array_throttle == Some(0) {
+            return Err(bad(
+                "executor.array_throttle",
+                "is 0: use at least 1, or leave it out for no limit".into(),
+            ));
+        }
+        if let Some(h) = &self.harnesspro {
+            if self.objective.kind != ObjectiveKind::Pareto {
+                return Err(bad(
+                    "harnesspro",
+                    "needs `[objective] kind = \"pareto\"`: add it, or remove `[harnesspro]`"
+                        .into(),
+                ));
+            }
+            for (key, v) in [
+                ("harnesspro.core_size", h.core_size),
+                ("harnesspro.core_runs", h.core_runs),
+            ] {
+                if v == 0 {
+                    return Err(bad(key, "is 0: use at least 1".into()));
+                }
+            }
+        }
+        if let Some(v) = self.budget.max_usd {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(
+                    "budget.max_usd",
+                    format!("is {v}: use a positive number of dollars"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
