@@ -238,7 +238,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         jobs: args.jobs.unwrap_or_else(hevo_runtime::eval::default_jobs),
         model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
-        launcher: executor_launcher(&config, &args.run)?,
+        launcher: crate::executor_launcher(&config, &args.run)?,
         cancel: cancel.clone(),
         frontier: args.frontier,
         progress: (!args.no_progress).then(stderr_progress),
@@ -273,17 +273,5 @@ pub(crate) fn finalize_error(e: FinalizeError) -> CliError {
         CliError::user(e)
     } else {
         CliError::Internal(e.into())
-    }
-}
-
-/// The launcher of `[executor]`: on this machine (`local`) the sandbox where bwrap works
-/// (see [`crate::launcher`]); a Slurm cluster's jobs are not sandboxed by hevo.
-pub(crate) fn executor_launcher(
-    config: &RunConfig,
-    run_dir: &Path,
-) -> Result<Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
-    match config.executor.kind {
-        hevo_search::config::ExecutorKind::Local => crate::launcher(config.executor.limits()),
-        _ => config.executor.launcher(run_dir).map_err(CliError::user),
     }
 }

@@ -136,6 +136,18 @@ pub(crate) fn launcher(
     Ok(choice.launcher)
 }
 
+/// The launcher of `[executor]`: on this machine (`local`) the sandbox where bwrap works
+/// (see [`launcher`]); a Slurm cluster's jobs are not sandboxed by hevo.
+pub(crate) fn executor_launcher(
+    config: &hevo_search::config::RunConfig,
+    run_dir: &std::path::Path,
+) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
+    match config.executor.kind {
+        hevo_search::config::ExecutorKind::Local => launcher(config.executor.limits()),
+        _ => config.executor.launcher(run_dir).map_err(CliError::user),
+    }
+}
+
 /// Sends `tracing` warnings (e.g. a ledger row that could not be written) to stderr, so
 /// they reach the user; `HEVO_LOG` sets the filter (default `warn`). stdout stays data.
 fn init_logging() {

@@ -18,8 +18,8 @@ use hevo_search::runner::{LiveRunner, RunnerSettings};
 use serde_json::json;
 
 use crate::finalize_cmd::{
-    cost, executor_launcher, failure_lines, finalize_error, finalize_table, paired_json,
-    run_failures, stderr_progress, test_json,
+    cost, failure_lines, finalize_error, finalize_table, paired_json, run_failures,
+    stderr_progress, test_json,
 };
 use crate::model_setup::ModelLayer;
 use crate::CliError;
@@ -125,7 +125,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", run_dir.display())))?;
     log(&format!("run directory: {}", run_dir.display()));
     let model = ModelLayer::start(&config, &config_file, &run_dir, &mut log)?;
-    let launcher = executor_launcher(&config, &run_dir)?;
+    let launcher = crate::executor_launcher(&config, &run_dir)?;
     let jobs = config
         .search
         .jobs

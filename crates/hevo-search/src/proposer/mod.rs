@@ -8,7 +8,7 @@
 //! - [`llm`]: one gateway call per candidate that rewrites a harness file.
 //!
 //! A new proposer is a new file here implementing [`Proposer`], plus its `[proposer] kind`
-//! in `config.rs` and its construction in the CLI.
+//! in `config/proposer.rs` (checked in `config/validate.rs`) and its construction in the CLI.
 
 use hevo_stats::estimate::Estimate;
 
