@@ -1,5 +1,6 @@
-//! Server-sent events, split as they arrive: a forwarded stream is passed on event by event so
-//! the gateway can read each event's usage (and drop what the caller did not ask for).
+//! Server-sent events: [`sse_of`], the response every dialect's streamed answer is, and
+//! events split as they arrive: a forwarded stream is passed on event by event so the gateway
+//! can read each event's usage (and drop what the caller did not ask for).
 
 /// Splits a byte stream into whole events (each ending with a blank line).
 #[derive(Debug, Default)]
@@ -48,6 +49,19 @@ pub(crate) fn parse_event(event: &[u8]) -> (Option<String>, String) {
         }
     }
     (name, data.join("\n"))
+}
+
+/// A server-sent-event response that streams the events sent into `rx` until its sender
+/// is dropped (every dialect's streaming answer ends this way).
+pub(crate) fn sse_of(
+    rx: tokio::sync::mpsc::UnboundedReceiver<axum::response::sse::Event>,
+) -> impl axum::response::IntoResponse {
+    let events = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
+    });
+    axum::response::sse::Sse::new(events)
 }
 
 #[cfg(test)]

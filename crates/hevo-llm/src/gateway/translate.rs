@@ -1,10 +1,41 @@
-//! Strict translation helpers: a request becomes a [`ChatRequest`](crate::ChatRequest) only
+//! Strict translation: [`translate_request`], a request body as the gateway would translate
+//! it, and the helpers every dialect's parser uses. A request becomes a [`ChatRequest`] only
 //! when every field it sets is carried exactly; anything else is a
 //! [`Refusal::Unsupported`], never silently dropped.
 
 use serde_json::{Map, Value};
 
-use super::Refusal;
+#[cfg(doc)]
+use crate::types::ChatRequest;
+
+use super::{anthropic_api, openai_api, responses_api, Refusal};
+
+/// Translates a request body of `api` into the provider-neutral [`ChatRequest`] the
+/// gateway answers from a non-forwarding backend, with the checks its handlers make before
+/// any backend is asked (valid JSON, a string `model`, the dialect's fields). The error is
+/// the message the 400 would carry. Embeddings and token counting are never translated.
+pub fn translate_request(
+    api: crate::backend::Api,
+    body: &[u8],
+) -> Result<crate::types::ChatRequest, String> {
+    use crate::backend::Api;
+    let raw: Value =
+        serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))?;
+    if raw.get("model").and_then(Value::as_str).is_none() {
+        return Err("model: a string `model` is required".into());
+    }
+    let translated = match api {
+        Api::ChatCompletions => openai_api::parse(&raw).map(|(request, _)| request),
+        Api::Responses => responses_api::parse(&raw).map(|(request, _)| request),
+        Api::Messages => anthropic_api::parse(&raw).map(|(request, _)| request),
+        Api::Embeddings | Api::CountTokens => {
+            return Err(format!("`{}` is forwarded, never translated", api.path()))
+        }
+    };
+    translated.map_err(|refusal| match refusal {
+        Refusal::Invalid(message) | Refusal::Unsupported(message) => message,
+    })
+}
 
 /// True for a field that says nothing: `null` or an empty array.
 pub(crate) fn absent(value: &Value) -> bool {
