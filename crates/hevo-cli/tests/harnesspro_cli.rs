@@ -105,6 +105,24 @@ fn pareto_run_reports_tiers_in_json_and_text_and_finalize_tests_them() {
             "{text}"
         );
     }
+
+    // The report of a pareto run: every chart once, the pass rate against cost chart too
+    // (it used to reuse the spend chart's id, so the page had two `chart-spend`).
+    let out = hevo()
+        .arg("report")
+        .arg(dir.join("runs/threshold"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let page = std::fs::read_to_string(dir.join("runs/threshold/report.html")).unwrap();
+    let ids = hevo_search::view::html::CHART_IDS;
+    for id in ids
+        .iter()
+        .chain([&hevo_search::view::html::PARETO_CHART_ID])
+    {
+        let n = page.matches(&format!("<svg id=\"{id}\"")).count();
+        assert_eq!(n, 1, "chart {id} is in the page {n} times");
+    }
 }
 
 /// Whether bubblewrap can make a sandbox here (else the confinement checks are skipped

@@ -42,6 +42,9 @@ pub const CHART_IDS: [&str; 4] = [
     "chart-pool",
 ];
 
+/// The id of the pass rate against cost chart, which only a pareto run's report has.
+pub const PARETO_CHART_ID: &str = "chart-pareto";
+
 /// Renders the report and writes it to `<run>/report.html`; returns its path.
 pub fn write_report(run: &RunView) -> std::io::Result<PathBuf> {
     let path = run.dir.join(REPORT_FILE);

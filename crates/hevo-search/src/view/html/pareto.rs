@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::format::axis_color;
-use super::CHART_IDS;
+use super::PARETO_CHART_ID;
 use crate::view::series::pareto;
 use crate::view::svg::{esc, score_ticks, value_ticks, Frame};
 use crate::view::RunView;
@@ -32,7 +32,7 @@ pub(super) fn chart_pareto(run: &RunView) -> String {
         }
     );
     s += &f.open(
-        CHART_IDS[2],
+        PARETO_CHART_ID,
         "estimate against cost per trial, with the Pareto front",
     );
     s += &f.axes_with(p.cost_label, &x_ticks, "estimate", &score_ticks());
