@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::failures::Failures;
-use hevo_search::config::RunConfig;
+use hevo_search::config::{ConfigError, RunConfig};
 use hevo_search::finalize::{finalize, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE};
 use hevo_search::proposer::llm::LlmProposer;
 use hevo_search::proposer::Proposer;
@@ -80,8 +80,27 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     if let Some(j) = args.jobs {
         config.search.jobs = Some(j);
     }
-    // Re-validate after the overrides.
-    config.validate(&config_file).map_err(CliError::user)?;
+    // Re-validate after the overrides; a bad value that came from a flag is named as the flag.
+    config.validate(&config_file).map_err(|e| match e {
+        ConfigError::Invalid { key, problem, .. } => {
+            let flag = match key.as_str() {
+                "evaluation.strategy" if args.strategy.is_some() => Some("--strategy"),
+                "search.iterations" if args.iterations.is_some() => Some("--iterations"),
+                "seed" if args.seed.is_some() => Some("--seed"),
+                "search.jobs" if args.jobs.is_some() => Some("--jobs"),
+                _ => None,
+            };
+            match flag {
+                Some(flag) => CliError::user(format!("{flag}: {problem}")),
+                None => CliError::user(ConfigError::Invalid {
+                    path: config_file.clone(),
+                    key,
+                    problem,
+                }),
+            }
+        }
+        e => CliError::user(e),
+    })?;
     let name = config.run_name(&config_file);
     let run_dir = match (&args.run_dir, &config.run_dir) {
         (Some(d), _) => d.clone(),

@@ -202,6 +202,35 @@ fn a_missing_config_or_an_unfinished_run_says_what_to_pass() {
     );
 }
 
+/// A bad flag is named as the flag, not as a key of hevo.toml; asking a finished run for
+/// fewer iterations than it ran is refused (it would rewrite the record and the pick without
+/// the later candidates), and the record is left as it was.
+#[test]
+fn bad_flags_and_fewer_iterations_than_run_are_refused_naming_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let done = run_json(&dir, &[]);
+    let err = |flags: &[&str]| {
+        let out = hevo().arg("run").args(flags).arg(&dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(&["--strategy", "nope"]);
+    assert!(e.contains("--strategy: unknown strategy `nope`"), "{e}");
+    let e = err(&["--jobs", "0"]);
+    assert!(e.starts_with("error: --jobs: is 0"), "{e}");
+    let e = err(&["--iterations", "2"]);
+    assert!(
+        e.contains("has already run 5 iterations, more than the 2 asked for")
+            && e.contains("--run-dir"),
+        "{e}"
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runs/threshold/search.json")).unwrap())
+            .unwrap();
+    assert_eq!(record["pick"], done["pick"]["name"], "{record}");
+}
+
 /// Regression (issue 10): an agent proposer used to run without the cancellation token, so
 /// a `hevo run` whose agent slept ignored SIGINT and exited 0 after it. Now SIGINT stops the
 /// agent's process group, the run exits 130 with how to resume, and the iteration is asked

@@ -228,6 +228,25 @@ pub fn run_search(
         .evaluation
         .kind()
         .map_err(|e| SearchError::User(e.to_string()))?;
+    let iterations = config
+        .harnesspro
+        .as_ref()
+        .map_or(config.search.iterations, |h| h.epochs);
+    if state.proposals_taken > iterations {
+        // Replaying fewer iterations would rewrite the run's record and pick without the
+        // later candidates, while its archive and test results still show them.
+        let (key, word) = match config.harnesspro {
+            Some(_) => ("[harnesspro] epochs", "epochs"),
+            None => ("[search] iterations (or --iterations)", "iterations"),
+        };
+        return Err(SearchError::User(format!(
+            "`{}` has already run {} {word}, more than the {iterations} asked for; ask for at \
+             least {} with {key} to resume it, or start a new run with --run-dir",
+            run_dir.display(),
+            state.proposals_taken,
+            state.proposals_taken
+        )));
+    }
     // HarnessPro's epoch loop: each iteration is an epoch with three children per survivor.
     let epochs = match &config.harnesspro {
         Some(h) => Some(crate::harnesspro::Epochs::new(
@@ -240,10 +259,6 @@ pub fn run_search(
         )?),
         None => None,
     };
-    let iterations = config
-        .harnesspro
-        .as_ref()
-        .map_or(config.search.iterations, |h| h.epochs);
     let k = match epochs {
         Some(_) => 9,
         None => config.search.candidates_per_iteration,
