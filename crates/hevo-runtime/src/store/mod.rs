@@ -1,0 +1,148 @@
+//! The SQLite store of a run directory (`<run>/hevo.db`, WAL mode, one writer).
+//!
+//! Tables: `runs`, `candidates`, `tasks`, `draws` (what a strategy drew per candidate,
+//! with inclusion probabilities),
+//! `trials`, `model_calls`, `estimates` and `decisions` (HarnessPro's per-epoch choices: core
+//! set, survivors, plans, as JSON). A trial row is written once, when the trial has
+//! finished; `(candidate_id, task_id, trial_index)` is unique, so a killed run resumes by
+//! running exactly the units that have no row yet. The only row ever replaced is an
+//! `infra_error` one (a fault of ours, retried on resume). This module holds SQL only: no
+//! processes, no scoring.
+
+mod catalog;
+mod decisions;
+mod rows;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod trials;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OpenFlags};
+
+pub use self::rows::{EstimateRow, TaskRow, TrialRow};
+pub use self::schema::SCHEMA_VERSION;
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database could not be opened or prepared.
+    #[error("cannot open the store `{}`: {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer hevo.
+    #[error("the store `{}` has schema version {found}; this hevo knows {SCHEMA_VERSION}", path.display())]
+    Version {
+        /// The database file.
+        path: PathBuf,
+        /// The version found.
+        found: i64,
+    },
+    /// A query failed.
+    #[error("store query ({what}) failed: {source}")]
+    Query {
+        /// What was being done.
+        what: &'static str,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+fn q(what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Query { what, source }
+}
+
+/// An open store. Use one per writer thread.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path` in WAL mode.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(open)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open)?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Version {
+                path: path.to_path_buf(),
+                found: version,
+            });
+        }
+        conn.execute_batch(schema::SCHEMA).map_err(open)?;
+        // Columns added to existing tables (nullable or defaulted, so older readers still
+        // read them): version 3 keys every trial by its task's content (older rows have no
+        // key and are re-run once); a model call's retries and errors came later.
+        for (table, column, decl) in [
+            ("trials", "task_key", "TEXT NOT NULL DEFAULT ''"),
+            ("model_calls", "retries", "INTEGER NOT NULL DEFAULT 0"),
+            ("model_calls", "error", "TEXT"),
+            ("model_calls", "upstream_error", "TEXT"),
+        ] {
+            let present: bool = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                    params![table, column],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(open)?
+                > 0;
+            if !present {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))
+                    .map_err(open)?;
+            }
+        }
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(open)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing store read-only (e.g. to watch a running evaluation).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(
+            |source| StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
+        let _ = conn.busy_timeout(std::time::Duration::from_secs(10));
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The underlying connection, for queries this module does not offer.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}

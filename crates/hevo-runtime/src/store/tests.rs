@@ -1,0 +1,54 @@
+use std::collections::HashMap;
+
+use super::*;
+
+fn row(task: &str, idx: u32, status: &str) -> TrialRow {
+    TrialRow {
+        run_id: "r".into(),
+        candidate_id: 1,
+        task_id: task.into(),
+        trial_index: idx,
+        outcome: 1.0,
+        status: status.into(),
+        spend: Default::default(),
+        wall_ms: 10,
+        attempts: 1,
+        trace_path: None,
+        error: None,
+        answer: None,
+        task_key: "k".into(),
+    }
+}
+
+#[test]
+fn a_finished_trial_is_written_once_and_infra_errors_are_replaced() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Store::open(&d.path().join("hevo.db")).unwrap();
+    s.ensure_run("r", "eval", "{}").unwrap();
+    let c = s.ensure_candidate("r", "h", "abc", "{}", None).unwrap();
+    assert_eq!(c, s.ensure_candidate("r", "h", "abc", "{}", None).unwrap());
+    s.insert_trials(&[row("a", 0, "pass"), row("b", 0, "infra_error")])
+        .unwrap();
+    s.insert_trials(&[row("a", 0, "fail"), row("b", 0, "pass")])
+        .unwrap();
+    let rows = s.trials_of(c).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].status, "pass");
+    assert_eq!(rows[1].status, "pass");
+    let keys: HashMap<String, String> = [("a".into(), "k".into()), ("b".into(), "k".into())].into();
+    assert_eq!(s.finished_units(c, &keys).unwrap().len(), 2);
+    // A changed task is not finished, and its new row replaces the stale one.
+    let changed: HashMap<String, String> =
+        [("a".into(), "k2".into()), ("b".into(), "k".into())].into();
+    assert_eq!(s.finished_units(c, &changed).unwrap().len(), 1);
+    let mut fresh = row("a", 0, "fail");
+    fresh.task_key = "k2".into();
+    s.insert_trials(&[fresh]).unwrap();
+    assert_eq!(s.trials_of(c).unwrap()[0].status, "fail");
+    assert_eq!(s.finished_units(c, &changed).unwrap().len(), 2);
+    assert_eq!(s.mean_wall_ms_by_task().unwrap()["a"], 10.0);
+    // Reopening keeps everything.
+    drop(s);
+    let s = Store::open(&d.path().join("hevo.db")).unwrap();
+    assert_eq!(s.trial_count().unwrap(), 2);
+}
