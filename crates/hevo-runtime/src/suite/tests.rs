@@ -1,0 +1,79 @@
+use serde_json::Value;
+
+use super::*;
+
+fn write_suite(dir: &Path, toml: &str, tasks: &str) {
+    std::fs::write(dir.join("suite.toml"), toml).unwrap();
+    std::fs::write(dir.join("tasks.jsonl"), tasks).unwrap();
+}
+
+const TOML: &str = "name = \"t\"\n[scorer]\nkind = \"exact\"\n";
+
+#[test]
+fn loads_a_valid_suite() {
+    let d = tempfile::tempdir().unwrap();
+    write_suite(
+        d.path(),
+        TOML,
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":2}\n\n\
+         {\"id\":\"b\",\"split\":\"train\",\"group\":\"g\",\"input\":{},\"expected\":null}\n",
+    );
+    let s = Suite::load(d.path()).unwrap();
+    assert_eq!(s.tasks.len(), 2);
+    assert_eq!(s.split(Split::Val).len(), 1);
+    assert_eq!(s.tasks[1].line, 3);
+    assert_eq!(s.tasks[1].expected, Value::Null);
+}
+
+#[test]
+fn reports_every_bad_line_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    write_suite(
+        d.path(),
+        TOML,
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":2}\n\
+         {\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":2}\n\
+         {\"id\":\"c\",\"split\":\"dev\",\"input\":1,\"expected\":2}\n\
+         {not json\n\
+         {\"id\":\"e\",\"split\":\"val\",\"expected\":2}\n\
+         {\"id\":\"f\",\"split\":\"val\",\"input\":1,\"expected\":2,\"files\":\"nope\"}\n",
+    );
+    let err = Suite::load(d.path()).unwrap_err();
+    let SuiteError::Invalid { problems, .. } = &err else {
+        panic!("{err}")
+    };
+    let lines: Vec<_> = problems.iter().map(|p| p.line.unwrap()).collect();
+    assert_eq!(lines, vec![2, 3, 4, 5, 6], "{err}");
+    let text = err.to_string();
+    assert!(text.contains("tasks.jsonl:2: duplicate id `a`"), "{text}");
+    assert!(text.contains("unknown split `dev`"), "{text}");
+    assert!(text.contains("invalid JSON"), "{text}");
+    assert!(text.contains("missing field `input`"), "{text}");
+    assert!(
+        text.contains("`files` folder `nope` does not exist"),
+        "{text}"
+    );
+}
+
+#[test]
+fn strata_constrain_groups() {
+    let d = tempfile::tempdir().unwrap();
+    write_suite(
+        d.path(),
+        "name = \"t\"\nstrata = [\"x\"]\n[scorer]\nkind = \"label\"\n",
+        "{\"id\":\"a\",\"split\":\"val\",\"group\":\"y\",\"input\":1,\"expected\":2}\n",
+    );
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("group `y` is not in the suite's `strata`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_toml_is_reported_with_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    write_suite(d.path(), "name = \"t\"\n[scorer]\nkind = \"fuzzy\"\n", "");
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    assert!(err.contains("suite.toml"), "{err}");
+}
