@@ -22,7 +22,6 @@
 pub mod archive;
 pub mod config;
 pub mod diagnose;
-mod diagnose_tools;
 pub mod finalize;
 pub mod harnesspro;
 pub mod objective;

@@ -91,7 +91,7 @@ impl ToolLog {
                 self.use_of(id, name, args, line, None);
             }
             for (id, content) in results_in(part) {
-                let text = crate::diagnose::content_text(content);
+                let text = super::content_text(content);
                 self.result_of(id, text, line);
             }
         }
