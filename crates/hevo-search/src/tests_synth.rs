@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use hevo_runtime::cancel::{Cancel, CancelReason};
 use hevo_runtime::eval::{self, EvalError, EvalOptions};
-use hevo_runtime::launch::{Exit, Launcher};
+use hevo_runtime::launch::{with_suffix, Exit, Launcher};
 use hevo_runtime::model_access::{ModelAccess, ModelEnv};
 use hevo_runtime::scorer::{run_test, test_argv, ScoreContext, ScoreError, ScorerConfig};
 use hevo_runtime::store::Store;
@@ -405,10 +405,6 @@ fn run_initial(
         }
     }
     Ok(out)
-}
-
-fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    hevo_runtime::launch::with_suffix(prefix, suffix)
 }
 
 /// Writes a task's workspace: README.md, task.json, trajectory/ and an empty tests/.

@@ -23,6 +23,7 @@
 
 use std::path::{Path, PathBuf};
 
+use hevo_runtime::launch::with_suffix;
 use hevo_runtime::store::TrialRow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -106,12 +107,6 @@ pub fn save(candidate_dir: &Path, diagnosis: &Diagnosis) -> std::io::Result<()> 
     crate::archive::write_atomic(&candidate_dir.join(DIAGNOSIS_FILE), &bytes)
 }
 
-fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
 fn diagnose_trial(row: &TrialRow, prefix: &Path, out: &mut Vec<Finding>) {
     let source = format!("task `{}`, trial {}", row.task_id, row.trial_index);
     let outcome = format!(
@@ -119,7 +114,7 @@ fn diagnose_trial(row: &TrialRow, prefix: &Path, out: &mut Vec<Finding>) {
         row.status, row.outcome
     );
     for stream in ["stdout", "stderr"] {
-        let file = with_suffix(prefix, &format!(".{stream}"));
+        let file = with_suffix(prefix, stream);
         let Ok(meta) = std::fs::metadata(&file) else {
             continue;
         };

@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use hevo_runtime::launch::with_suffix;
 use hevo_runtime::store::TrialRow;
 use serde::Deserialize;
 
@@ -66,8 +67,8 @@ pub fn write_workspace(dir: &Path, rows: &[TrialRow]) -> std::io::Result<Workspa
         if let Some(prefix) = &r.trace_path {
             let prefix = Path::new(prefix);
             let sources = [
-                (with_suffix(prefix, ".stdout"), "stdout.txt"),
-                (with_suffix(prefix, ".stderr"), "stderr.txt"),
+                (with_suffix(prefix, "stdout"), "stdout.txt"),
+                (with_suffix(prefix, "stderr"), "stderr.txt"),
                 (prefix.join("model_calls.jsonl"), "model_calls.jsonl"),
             ];
             for (src, name) in sources {
@@ -102,12 +103,6 @@ pub fn write_workspace(dir: &Path, rows: &[TrialRow]) -> std::io::Result<Workspa
         dir: dir.to_path_buf(),
         files,
     })
-}
-
-fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 /// The prompt of a diagnosis call.
