@@ -17,17 +17,8 @@ pub(crate) struct Coevolve {
 }
 
 impl Strategy for Coevolve {
-    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
-        self.core.design.get(c).map_or(&[], Vec::as_slice)
-    }
+    core_accessors!();
 
-    fn estimates(&self) -> &[Estimate] {
-        &self.core.estimates
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
-    }
     fn phase0(&mut self, oracle: &mut dyn Oracle, seeds: &[CandidateId]) {
         self.core.phase0_full(oracle, seeds);
     }

@@ -1,7 +1,5 @@
 //! `full`: every candidate on every task.
 
-use hevo_stats::estimate::Estimate;
-
 use super::{CandidateId, Core, Oracle, Outcome, Strategy};
 
 /// `full`: every candidate on every task, exact scores.
@@ -11,17 +9,8 @@ pub(crate) struct Full {
 }
 
 impl Strategy for Full {
-    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
-        self.core.design.get(c).map_or(&[], Vec::as_slice)
-    }
+    core_accessors!();
 
-    fn estimates(&self) -> &[Estimate] {
-        &self.core.estimates
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
-    }
     fn phase0(&mut self, oracle: &mut dyn Oracle, seeds: &[CandidateId]) {
         self.core.phase0_full(oracle, seeds);
     }

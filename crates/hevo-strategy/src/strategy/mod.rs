@@ -42,6 +42,24 @@
 //! are re-estimated by Rasch-GREG ([`hevo_stats::estimate::greg_poisson`]); the pick's
 //! printed interval is [`Outcome::pick_interval`] (selection-adjusted).
 
+/// The three [`Strategy`] accessors every strategy answers from its `core: Core` and
+/// `name: String` fields, written once: `design`, `estimates` and `name`.
+macro_rules! core_accessors {
+    () => {
+        fn design(&self, c: CandidateId) -> &[(usize, f64)] {
+            self.core.design.get(c).map_or(&[], Vec::as_slice)
+        }
+
+        fn estimates(&self) -> &[hevo_stats::estimate::Estimate] {
+            &self.core.estimates
+        }
+
+        fn name(&self) -> String {
+            self.name.clone()
+        }
+    };
+}
+
 mod coevolve;
 mod core;
 mod default;

@@ -223,17 +223,7 @@ impl Race {
 }
 
 impl Strategy for Race {
-    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
-        self.core.design.get(c).map_or(&[], Vec::as_slice)
-    }
-
-    fn estimates(&self) -> &[Estimate] {
-        &self.core.estimates
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
-    }
+    core_accessors!();
 
     fn phase0(&mut self, oracle: &mut dyn Oracle, seeds: &[CandidateId]) {
         self.core.phase0_full(oracle, seeds);

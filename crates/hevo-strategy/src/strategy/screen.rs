@@ -15,17 +15,8 @@ pub(crate) struct Screen {
 }
 
 impl Strategy for Screen {
-    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
-        self.core.design.get(c).map_or(&[], Vec::as_slice)
-    }
+    core_accessors!();
 
-    fn estimates(&self) -> &[Estimate] {
-        &self.core.estimates
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
-    }
     fn phase0(&mut self, oracle: &mut dyn Oracle, seeds: &[CandidateId]) {
         self.core.phase0_full(oracle, seeds);
         self.full.extend_from_slice(seeds);

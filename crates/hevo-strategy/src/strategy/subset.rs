@@ -1,7 +1,5 @@
 //! `fixed` (Naive) and `resample` (Random-Resample).
 
-use hevo_stats::estimate::Estimate;
-
 use super::{CandidateId, Core, Oracle, Outcome, Strategy};
 
 /// `fixed` (Naive) and `resample` (Random-Resample): uniform subsets, raw subset mean.
@@ -25,17 +23,8 @@ impl Subset {
 }
 
 impl Strategy for Subset {
-    fn design(&self, c: CandidateId) -> &[(usize, f64)] {
-        self.core.design.get(c).map_or(&[], Vec::as_slice)
-    }
+    core_accessors!();
 
-    fn estimates(&self) -> &[Estimate] {
-        &self.core.estimates
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
-    }
     fn phase0(&mut self, oracle: &mut dyn Oracle, seeds: &[CandidateId]) {
         self.core.phase0_full(oracle, seeds);
         // Phase-0 harnesses are scored the same way as the others (SPEC section 5).
