@@ -23,6 +23,7 @@ use rusqlite::{params, Connection, OpenFlags};
 
 pub use self::rows::{EstimateRow, TaskRow, TrialRow};
 pub use self::schema::SCHEMA_VERSION;
+pub use self::trials::spend_at;
 
 /// A store operation that failed.
 #[derive(Debug, thiserror::Error)]

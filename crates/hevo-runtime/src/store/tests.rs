@@ -52,3 +52,39 @@ fn a_finished_trial_is_written_once_and_infra_errors_are_replaced() {
     let s = Store::open(&d.path().join("hevo.db")).unwrap();
     assert_eq!(s.trial_count().unwrap(), 2);
 }
+
+/// Every field of a trial row comes back as written: each spend column, the wall time and
+/// the texts land in their own field (distinct values, so a swapped column shows).
+#[test]
+fn a_trial_row_reads_back_field_for_field() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Store::open(&d.path().join("hevo.db")).unwrap();
+    s.ensure_run("r", "eval", "{}").unwrap();
+    let c = s.ensure_candidate("r", "h", "abc", "{}", None).unwrap();
+    let mut written = row("a", 2, "fail");
+    written.candidate_id = c;
+    written.outcome = 0.25;
+    written.spend = crate::spend::Spend {
+        calls: 3,
+        input_tokens: 1_001,
+        cached_tokens: 202,
+        output_tokens: 33,
+        cost_usd: 0.0125,
+    };
+    written.wall_ms = 4_567;
+    written.attempts = 2;
+    written.trace_path = Some("traces/a/2".into());
+    written.error = Some("wrong answer".into());
+    written.answer = Some("\"42\"".into());
+    s.insert_trials(std::slice::from_ref(&written)).unwrap();
+    assert_eq!(s.trials_of(c).unwrap(), vec![written.clone()]);
+    let spend = s
+        .connection()
+        .query_row(
+            "SELECT input_tokens, cached_tokens, output_tokens, cost_usd, model_calls FROM trials",
+            [],
+            |r| spend_at(r, 0),
+        )
+        .unwrap();
+    assert_eq!(spend, written.spend);
+}

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::params;
+use rusqlite::{params, Row};
 
 use super::{q, Store, StoreError, TrialRow};
 use crate::spend::Spend;
@@ -112,8 +112,8 @@ impl Store {
             .conn
             .prepare(
                 "SELECT run_id, candidate_id, task_id, trial_index, outcome, status, input_tokens,
-                   cached_tokens, output_tokens, cost_usd, wall_ms, attempts,
-                   trace_path, error, answer, model_calls, task_key
+                   cached_tokens, output_tokens, cost_usd, model_calls, wall_ms, attempts,
+                   trace_path, error, answer, task_key
                  FROM trials WHERE candidate_id = ?1 ORDER BY task_id, trial_index",
             )
             .map_err(q("read trials"))?;
@@ -126,18 +126,12 @@ impl Store {
                     trial_index: r.get(3)?,
                     outcome: r.get(4)?,
                     status: r.get(5)?,
-                    spend: Spend {
-                        input_tokens: r.get::<_, i64>(6)?.max(0) as u64,
-                        cached_tokens: r.get::<_, i64>(7)?.max(0) as u64,
-                        output_tokens: r.get::<_, i64>(8)?.max(0) as u64,
-                        cost_usd: r.get(9)?,
-                        calls: r.get::<_, i64>(15)?.max(0) as u64,
-                    },
-                    wall_ms: r.get::<_, i64>(10)?.max(0) as u64,
-                    attempts: r.get(11)?,
-                    trace_path: r.get(12)?,
-                    error: r.get(13)?,
-                    answer: r.get(14)?,
+                    spend: spend_at(r, 6)?,
+                    wall_ms: r.get::<_, i64>(11)?.max(0) as u64,
+                    attempts: r.get(12)?,
+                    trace_path: r.get(13)?,
+                    error: r.get(14)?,
+                    answer: r.get(15)?,
                     task_key: r.get(16)?,
                 })
             })
@@ -152,6 +146,20 @@ impl Store {
             .map(|n| n as usize)
             .map_err(q("count trials"))
     }
+}
+
+/// The spend of a `trials` row selected with its five spend columns in the order
+/// `input_tokens, cached_tokens, output_tokens, cost_usd, model_calls` from column `first`:
+/// the one reader of them, for the store and for views that select trials themselves.
+pub fn spend_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Spend> {
+    let count = |i: usize| r.get::<_, i64>(first + i).map(|n| n.max(0) as u64);
+    Ok(Spend {
+        input_tokens: count(0)?,
+        cached_tokens: count(1)?,
+        output_tokens: count(2)?,
+        cost_usd: r.get(first + 3)?,
+        calls: count(4)?,
+    })
 }
 
 /// A token count as SQLite's signed integer (saturating; no real count comes close).

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use hevo_runtime::failures::{Failures, TrialRef};
 use hevo_runtime::spend::Spend;
-use hevo_runtime::store::Store;
+use hevo_runtime::store::{spend_at, Store};
 use hevo_stats::estimate::sample_mean;
 use rusqlite::params;
 
@@ -300,20 +300,13 @@ fn read_trials(store: &Store, val_only: bool) -> Result<Vec<Trial>, ViewError> {
         .map_err(q)?;
     let rows = st
         .query_map(params![val_only as i64], |r| {
-            let count = |i| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
             Ok(Trial {
                 candidate: r.get(0)?,
                 task: r.get(1)?,
                 index: r.get(2)?,
                 outcome: r.get(3)?,
                 status: r.get(4)?,
-                spend: Spend {
-                    input_tokens: count(5)?,
-                    cached_tokens: count(6)?,
-                    output_tokens: count(7)?,
-                    cost_usd: r.get(8)?,
-                    calls: count(9)?,
-                },
+                spend: spend_at(r, 5)?,
                 error: r.get(10)?,
                 trace: r.get(11)?,
             })
