@@ -14,7 +14,7 @@ use super::workspace::InitialTrial;
 use super::{io, SynthError, SynthOptions, TestVerdict, TESTS_DIR};
 
 /// Whether `name` is `test_NN.sh` or `test_NN.py`.
-pub(super) fn is_test_name(name: &str) -> bool {
+fn is_test_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix("test_") else {
         return false;
     };
@@ -91,7 +91,7 @@ pub(super) fn check_tests(
 /// The keep rule for one test: it parses (`bash -n`, Python's `ast`), then two runs
 /// against the initial harness's output (each in a fresh copy of its working directory)
 /// both exit 0 or 1, the same, without a Python crash. `Ok(passes)` keeps it.
-pub(super) fn check_one(
+fn check_one(
     opts: &SynthOptions,
     task: &Task,
     trial: Option<&InitialTrial>,
@@ -194,7 +194,7 @@ pub(super) fn check_one(
     Ok(Ok(exits[0] == 0))
 }
 
-pub(super) fn last_line(text: &str) -> String {
+fn last_line(text: &str) -> String {
     text.lines()
         .rev()
         .map(str::trim)
@@ -207,7 +207,7 @@ pub(super) fn last_line(text: &str) -> String {
 
 /// A Python traceback whose exception is not an `AssertionError` (a failed `assert` is a
 /// clean failure; a `KeyError` is a broken test).
-pub(super) fn python_crash(stderr: &str) -> bool {
+fn python_crash(stderr: &str) -> bool {
     stderr.contains("Traceback (most recent call last)")
         && !last_line(stderr).starts_with("AssertionError")
 }

@@ -150,7 +150,7 @@ pub(super) fn write_workspace(
     Ok(())
 }
 
-pub(super) fn pretty(v: &Value) -> String {
+fn pretty(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
     s.push('\n');
     s

@@ -396,6 +396,7 @@ impl Epochs {
     }
 }
 
+/// Where an epoch's record lives.
 fn record_path(archive: &Archive, epoch: u32) -> PathBuf {
     archive
         .root()
