@@ -3,7 +3,7 @@
 //! Backends sit behind one trait; the gateway serves OpenAI- and Anthropic-compatible HTTP on
 //! loopback, attributes each call to a trial by its key, prices it from the price table,
 //! enforces caps, caches deterministic responses and writes traces. Nothing here knows about
-//! task suites or search; the engine owns those.
+//! task suites or search; `hevo-runtime` and `hevo-search` own those.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hevo_llm::LlmError> {

@@ -4,7 +4,8 @@
 //! evaluated on and how its full-set score is estimated: sampling designs and inclusion
 //! probabilities, the Task-CoEvolve weights, estimators with standard errors and intervals,
 //! racing rules, Pareto tiers and DPP core-set selection. It must never read files, spawn
-//! processes or look at the wall clock; the engine feeds it numbers.
+//! processes or look at the wall clock; its callers (`hevo-strategy`, `hevo-search`,
+//! `hevo-runtime`) feed it numbers.
 #![warn(missing_docs)]
 
 pub mod design;

@@ -3,8 +3,9 @@
 //!
 //! A strategy is a synchronous policy object. It never runs a trial itself: it asks an
 //! [`Oracle`] for a *batch* of `(candidate, task)` outcomes at a time (replay answers by
-//! matrix lookup; the live engine runs the batch's trials in parallel). The same code
-//! therefore drives offline replay and the live search loop:
+//! matrix lookup; the live search in `hevo-search` runs the batch's trials in parallel
+//! through `hevo-runtime`). The same code therefore drives offline replay and the live
+//! search loop:
 //!
 //! 1. [`Strategy::phase0`] with the seed candidates (evaluated on every task);
 //! 2. [`Strategy::iteration`] once per iteration with that iteration's new candidates;
