@@ -23,13 +23,62 @@ impl CliError {
             CliError::User(err) => (err, 2),
             CliError::Internal(err) => (err, 1),
         };
-        eprintln!("error: {err:#}");
+        eprintln!("error: {}", chain_text(&err));
         ExitCode::from(code)
     }
+}
+
+/// The error and its causes, `: `-separated as `{:#}` prints them, leaving out a cause whose
+/// text is already there: many errors write their source into their own message and also
+/// return it as `source()`, which `{:#}` would print twice ("File exists (os error 17):
+/// File exists (os error 17)").
+fn chain_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.contains(&cause) {
+            text = format!("{text}: {cause}");
+        }
+    }
+    text
 }
 
 impl From<anyhow::Error> for CliError {
     fn from(err: anyhow::Error) -> Self {
         CliError::Internal(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that writes its source into its message and returns it as `source()`.
+    #[derive(Debug)]
+    struct Doubled {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Doubled {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot create `x`: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for Doubled {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::AlreadyExists, "File exists");
+        let err = anyhow::Error::new(Doubled { source: io() });
+        assert_eq!(chain_text(&err), "cannot create `x`: File exists");
+        let err = anyhow::Error::new(io()).context("cannot create `y`");
+        assert_eq!(chain_text(&err), "cannot create `y`: File exists");
     }
 }

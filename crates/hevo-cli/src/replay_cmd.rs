@@ -1,7 +1,7 @@
 //! `hevo replay`: evaluation strategies replayed offline on a logged outcome matrix
 //! (SPEC.md section 5).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
@@ -10,41 +10,51 @@ use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::SynthParams;
 use hevo_strategy::frontier::Frontier;
 use hevo_strategy::matches::Matches;
+use hevo_strategy::matrix::{MatrixError, MAX_CELLS};
 use hevo_strategy::replay::{self, Matrix, ReplayConfig};
 use hevo_strategy::strategy::StrategyKind;
 use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
 
+use crate::num_args::count;
 use crate::replay_progress::SeedProgress;
 use crate::CliError;
+
+/// The description of `hevo replay --help` (set on the subcommand in main.rs, where the
+/// one-line doc comment would otherwise replace it).
+pub const LONG_ABOUT: &str = "Replays evaluation strategies offline, at zero cost, on a \
+    complete candidate x task outcome matrix (long CSV `candidate,task,outcome[,cost_usd]`). \
+    For each seed, tasks are split 50/50 into val and test, candidates are shuffled, the \
+    first two are Phase 0 (full val evaluation) and the rest arrive --per-iter at a time. \
+    Prints, per strategy, means over seeds of: the true val rank of the pick (1 = best), its \
+    val and test scores, Spearman of estimates vs truth, and the shares of full-search \
+    evaluations and cost used.\n\n\
+    Strategies: full, fixed (Naive), resample (Random-Resample), coevolve (Task-CoEvolve; \
+    --estimator hajek|residual|auto), screen (GEPA), race (paired racing), default \
+    (recommended: every newcomer screened against the best exactly known candidate, \
+    contenders verified by racing them to every val task, the pick on exact scores), or all.\n\n\
+    Workloads: a logged matrix; --attempts K on a pass@1 file (near-identical attempts); \
+    --sample CxT for a small seeded field; --synth CxT (Rasch); --synth-cost LOG_SD for \
+    heavy-tailed dollars on any of them. A matrix holds at most 10000000 cells (candidates \
+    x tasks).\n\n\
+    Budgets: --rho 0.2,0.1,0.05 replays each in turn, to see what each strategy's pick costs \
+    at each budget (docs/replay.md compares `default` at several rhos with `coevolve` at 0.2).";
 
 /// Arguments of `hevo replay`.
 #[derive(clap::Args, Debug)]
 #[command(
-    long_about = "Replays evaluation strategies offline, at zero cost, on a complete \
-                  candidate x task outcome matrix (long CSV `candidate,task,outcome[,cost_usd]`). \
-                  For each seed, tasks are split 50/50 into val and test, candidates are \
-                  shuffled, the first two are Phase 0 (full val evaluation) and the rest arrive \
-                  --per-iter at a time. Prints, per strategy, means over seeds of: the true val \
-                  rank of the pick (1 = best), its val and test scores, Spearman of estimates vs \
-                  truth, and the shares of full-search evaluations and cost used.\n\n\
-                  Strategies: full, fixed (Naive), resample (Random-Resample), coevolve \
-                  (Task-CoEvolve; --estimator hajek|residual|auto), screen (GEPA), race \
-                  (paired racing), default (recommended: every newcomer screened against the \
-                  best exactly known candidate, contenders verified by racing them to every \
-                  val task, the pick on exact scores), or all.\n\n\
-                  Workloads: a logged matrix; --attempts K on a pass@1 file (near-identical \
-                  attempts); --sample CxT for a small seeded field; --synth CxT (Rasch); \
-                  --synth-cost LOG_SD for heavy-tailed dollars on any of them.\n\n\
-                  Budgets: --rho 0.2,0.1,0.05 replays each in turn, to see what each \
-                  strategy's pick costs at each budget (docs/replay.md compares `default` \
-                  at several rhos with `coevolve` at 0.2)."
+    allow_negative_numbers = true,
+    after_help = "Examples:\n  \
+    hevo replay --synth 60x200 --strategy default,coevolve --seeds 20\n  \
+    hevo replay runs.csv --rho 0.2,0.1 --json\n  \
+    hevo replay runs.csv --cost costs.csv --strategy default"
 )]
 pub struct Args {
     /// The outcome matrix: CSV with header `candidate,task,outcome[,cost_usd]`, one row per cell.
     #[arg(required_unless_present = "synth")]
     pub matrix: Option<PathBuf>,
     /// Instead of a file, replay a seeded synthetic Rasch matrix of CANDIDATESxTASKS
-    /// (e.g. 60x200) with near-identical candidates (see --ability-spread).
+    /// (e.g. 60x200, at most 10000000 cells) with near-identical candidates (see
+    /// --ability-spread).
     #[arg(long, value_name = "CxT", conflicts_with = "matrix")]
     pub synth: Option<String>,
     /// Ability spread (logits) of the synthetic candidates; 0.2 = near-identical variants.
@@ -52,7 +62,7 @@ pub struct Args {
     pub ability_spread: f64,
     /// Seed of the synthetic matrix, of the attempts drawn by --attempts, of the --sample
     /// and of the costs of --synth-cost.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count::<u64>)]
     pub synth_seed: u64,
     /// Give the matrix (synthetic or a file without costs) seeded per-cell costs:
     /// log-normal per-task costs with this log-sd (1.0 = heavy-tailed), correlated 0.5 with
@@ -63,12 +73,7 @@ pub struct Args {
     /// With --synth-cost: the correlation, in [-1, 1], of a task's log cost with its
     /// difficulty (default 0.5: hard tasks cost more; 0: unrelated; -0.5: easy tasks cost
     /// more).
-    #[arg(
-        long,
-        value_name = "R",
-        requires = "synth_cost",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "R", requires = "synth_cost")]
     pub synth_cost_corr: Option<f64>,
     /// With --synth-cost: the log-sd of the per-candidate cost multiplier (default 0.5;
     /// 1.0 = harnesses whose prices differ several-fold).
@@ -86,7 +91,8 @@ pub struct Args {
     /// Read MATRIX as `candidate,task,pass_at_1` (a `.extra.csv`) and turn every candidate
     /// into K attempts with Bernoulli(pass_at_1) outcomes (seeded by --synth-seed): attempts
     /// of one candidate differ only by noise, as children of one parent do in a live search.
-    #[arg(long, value_name = "K", conflicts_with = "synth")]
+    /// At most 10000000 cells (candidates x K x tasks).
+    #[arg(long, value_name = "K", conflicts_with = "synth", value_parser = count::<usize>)]
     pub attempts: Option<usize>,
     /// Strategies to replay, comma-separated (`--strategy default,coevolve,screen`): full,
     /// fixed, resample, coevolve, screen, race, default, or all (alone).
@@ -107,13 +113,13 @@ pub struct Args {
     )]
     pub rho: Vec<f64>,
     /// New candidates per iteration.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = count::<usize>)]
     pub per_iter: usize,
     /// Number of seeds (FIRST_SEED..FIRST_SEED+SEEDS); results are means over seeds.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = count::<u64>)]
     pub seeds: u64,
     /// The first seed (e.g. 100 to report on seeds no constant was tuned on).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = count::<u64>)]
     pub first_seed: u64,
     /// Do not split tasks into val and test: val = test = all tasks.
     #[arg(long)]
@@ -127,16 +133,17 @@ pub struct Args {
     #[arg(long, default_value = "mc")]
     pub pi: String,
     /// Monte Carlo draws for `--pi mc`.
-    #[arg(long, default_value_t = DEFAULT_MC_DRAWS)]
+    #[arg(long, default_value_t = DEFAULT_MC_DRAWS, value_parser = count::<usize>)]
     pub mc_draws: usize,
     /// Minibatch size of `screen` (GEPA's default is 3).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = count::<usize>)]
     pub minibatch: usize,
-    /// Per-cell costs in a separate CSV `candidate,task,cost_usd`.
+    /// Per-cell costs in a separate CSV `candidate,task,cost_usd` (they replace the
+    /// matrix's own cost_usd, with a warning). Not with --synth, which makes its own.
     #[arg(long)]
     pub cost: Option<PathBuf>,
     /// Worker threads over seeds (default: available cores).
-    #[arg(long)]
+    #[arg(long, value_parser = count::<usize>)]
     pub threads: Option<usize>,
     /// Print one JSON document instead of a table.
     #[arg(long)]
@@ -165,10 +172,12 @@ fn each_once<T: PartialEq>(
 
 /// The strategies `--strategy` names, with their options.
 fn strategies(args: &Args) -> Result<Vec<StrategyKind>, CliError> {
-    let named = |e: UnknownName| CliError::user(format!("--{}: {e}", e.what.replace(' ', "-")));
-    let pi = parse_pi(&args.pi, args.mc_draws).map_err(named)?;
+    let named = |flag: &'static str| move |e: UnknownName| CliError::user(format!("{flag}: {e}"));
+    let pi = parse_pi(&args.pi, args.mc_draws).map_err(named("--pi"))?;
     let estimators: Vec<Option<Estimator>> = match &args.estimator {
-        Some(list) => each_once(list, |part| parse_estimator(part).map_err(named))?,
+        Some(list) => each_once(list, |part| {
+            parse_estimator(part).map_err(named("--estimator"))
+        })?,
         None if args.strategy == "all" => {
             vec![Some(Estimator::Hajek), Some(Estimator::Residual), None]
         }
@@ -229,6 +238,12 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             u64::MAX
         )));
     }
+    if args.synth.is_some() && args.cost.is_some() {
+        return Err(CliError::user(
+            "--cost cannot be used with --synth: --synth makes its own costs (--synth-cost, \
+             see --help); drop --cost",
+        ));
+    }
     let kinds = strategies(&args)?;
     let params = synth_params(&args)?;
     let mut matrix = match (&args.synth, &args.matrix) {
@@ -245,8 +260,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
                 .map_err(|e| CliError::User(anyhow!(e)))?
         }
         (None, Some(path)) => {
-            let mut m = Matrix::from_csv(path, args.cost.as_deref())
-                .map_err(|e| CliError::User(anyhow!(e)))?;
+            let mut m = read_matrix(path, args.cost.as_deref())?;
             if m.cost
                 .as_ref()
                 .is_some_and(|c| c.iter().flatten().all(|&v| v == 0.0))
@@ -266,6 +280,18 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     if let Some(spec) = &args.sample {
         let (groups, tasks) = dims("--sample", spec)?;
         let group = args.attempts.unwrap_or(1);
+        let (have_groups, have_tasks) = (matrix.candidates.len() / group, matrix.tasks.len());
+        if groups > have_groups || tasks > have_tasks {
+            let models = match args.attempts {
+                Some(k) => format!(" ({have_groups} models of {k} attempts)"),
+                None => String::new(),
+            };
+            return Err(CliError::user(format!(
+                "--sample {spec} is larger than the matrix: it has {} candidates{models} and \
+                 {have_tasks} tasks; give at most {have_groups}x{have_tasks}",
+                matrix.candidates.len()
+            )));
+        }
         matrix = matrix.sample(groups, group, tasks, args.synth_seed);
         if matrix.candidates.len() < 3 || matrix.tasks.len() < 2 {
             return Err(CliError::user(format!(
@@ -392,7 +418,8 @@ fn at_least_zero(flag: &str, v: f64) -> Result<f64, CliError> {
     }
 }
 
-/// A seeded synthetic Rasch matrix of `spec` (`CxT`) drawn from `params`.
+/// A seeded synthetic Rasch matrix of `spec` (`CxT`) drawn from `params`, of at most
+/// [`MAX_CELLS`] cells (refused before anything is allocated).
 fn synth_matrix(spec: &str, params: &SynthParams, seed: u64) -> Result<Matrix, CliError> {
     let (c, t) = dims("--synth", spec)?;
     if c < 3 || t < 2 {
@@ -400,7 +427,32 @@ fn synth_matrix(spec: &str, params: &SynthParams, seed: u64) -> Result<Matrix, C
             "--synth needs at least 3 candidates and 2 tasks",
         ));
     }
+    if c.checked_mul(t).is_none_or(|cells| cells > MAX_CELLS) {
+        return Err(CliError::user(format!(
+            "--synth {spec}: {c} x {t} cells is more than the {MAX_CELLS} a replay holds in \
+             memory; give fewer candidates or tasks, e.g. 60x200"
+        )));
+    }
     Ok(Matrix::synthetic(c, t, params, seed))
+}
+
+/// The matrix file, with the costs of `--cost` when given; a cost that replaces one of
+/// the matrix's own `cost_usd` values is told on stderr, naming both files.
+fn read_matrix(path: &Path, cost: Option<&Path>) -> Result<Matrix, CliError> {
+    let user = |e: MatrixError| CliError::User(anyhow!(e));
+    let Some(cost) = cost else {
+        return Matrix::from_csv(path, None).map_err(user);
+    };
+    let (matrix, overridden) = Matrix::from_csv_counting_overrides(path, cost).map_err(user)?;
+    if overridden > 0 {
+        eprintln!(
+            "warning: --cost {} replaces the cost_usd column of {} ({overridden} cell(s)); \
+             drop --cost to use the matrix's own costs",
+            cost.display(),
+            path.display()
+        );
+    }
+    Ok(matrix)
 }
 
 /// Runs `hevo replay` (entry point used by `main`).

@@ -4,16 +4,17 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use hevo_llm::ModelLayerConfig;
 use hevo_runtime::cancel::Cancel;
+use hevo_runtime::limits::time_limit;
 use hevo_runtime::task::Split;
 use hevo_search::config::RunConfig;
 use hevo_search::proposer::agent_preset::{check_program, preset};
 use hevo_search::tests_synth::{self, SynthAgent, SynthError, SynthOptions, SynthReport};
 
 use crate::model_setup::ModelLayer;
+use crate::num_args::count;
 use crate::CliError;
 
 /// Arguments of `hevo tests`.
@@ -34,7 +35,9 @@ enum TestsCommand {
 
 /// Arguments of `hevo tests synth`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "What happens:\n  \
+#[command(
+    allow_negative_numbers = true,
+    after_help = "What happens:\n  \
     1. The initial harness runs once on every task of the chosen splits (its working \
     directories are kept).\n  \
     2. Per task, the agent runs sandboxed in a workspace holding README.md (the test \
@@ -54,7 +57,8 @@ enum TestsCommand {
     that ended are reused (OUT/.synth/), the rest of OUT is rewritten.\n\n\
     Examples:\n  \
     hevo tests synth examples/shell --harness examples/shell/harness-script --agent claude\n  \
-    hevo tests synth SUITE --harness H --out SUITE-tests --per-task 5 --agent-cmd ./my-agent.sh {prompt}")]
+    hevo tests synth SUITE --harness H --out SUITE-tests --per-task 5 --agent-cmd ./my-agent.sh {prompt}"
+)]
 pub struct SynthArgs {
     /// The suite to write tests for (left unchanged).
     #[arg(value_name = "SUITE_DIR")]
@@ -77,7 +81,7 @@ pub struct SynthArgs {
     #[arg(long, value_name = "CMD", num_args = 1.., allow_hyphen_values = true, conflicts_with = "agent")]
     pub agent_cmd: Option<Vec<String>>,
     /// Tests asked for per task.
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = count::<usize>)]
     pub per_task: usize,
     /// Splits whose tasks get tests (repeat or comma-separate) [default: all three].
     #[arg(long, value_delimiter = ',', value_parser = ["train", "val", "test"])]
@@ -89,7 +93,7 @@ pub struct SynthArgs {
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     pub test_timeout: f64,
     /// Trials of the initial harness run at the same time [default: number of cores].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count::<usize>)]
     pub jobs: Option<usize>,
     /// Serve the harness's and the agent's model calls as `[model]` in this hevo.toml says
     /// [default: the embedded local model if pulled, else none].
@@ -110,7 +114,9 @@ pub struct SynthArgs {
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Review the edit first: every trial scored by a re-frozen test is \
-    run again (the lock's hashes are part of each task's content key).\n\nExample:\n  \
+    run again (the lock's hashes are part of each task's content key).\n\nExample (on the \
+    suite that `hevo tests synth examples/shell --harness examples/shell/harness-script \
+    --agent claude` writes, after editing one of its tests):\n  \
     hevo tests freeze examples/shell-tests"
 )]
 pub struct FreezeArgs {
@@ -135,12 +141,6 @@ fn to_cli(e: SynthError) -> CliError {
     }
 }
 
-fn seconds(name: &str, v: f64) -> Result<Duration, CliError> {
-    hevo_runtime::limits::seconds(v)
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| CliError::user(hevo_runtime::limits::seconds_problem(name, v)))
-}
-
 fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let out = match &args.out {
         Some(o) => o.clone(),
@@ -163,8 +163,10 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
     } else {
         args.split.iter().filter_map(|s| Split::parse(s)).collect()
     };
-    let agent_timeout = seconds("`--agent-timeout`", args.agent_timeout)?;
-    let test_timeout = seconds("`--test-timeout`", args.test_timeout)?;
+    let agent_timeout =
+        time_limit("`--agent-timeout`", args.agent_timeout).map_err(CliError::user)?;
+    let test_timeout = time_limit("`--test-timeout`", args.test_timeout).map_err(CliError::user)?;
+    let jobs = crate::num_args::jobs(args.jobs)?;
     let launcher = crate::launcher(args.limits.limits())?;
     let (command, env, install) = match (&args.agent_cmd, &args.agent) {
         (Some(cmd), _) => (cmd.clone(), Vec::new(), None),
@@ -183,7 +185,7 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
             ))
         }
     };
-    check_program(&command, install).map_err(|e| CliError::user(format!("--agent: {e}")))?;
+    check_agent(&command, install, args.agent_cmd.is_some())?;
     let out = tests_synth::prepare_out(&out, &args.suite).map_err(to_cli)?;
     let work = out.join(tests_synth::WORK_DIR);
     let model_dir = work.join("initial");
@@ -205,7 +207,7 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
             model_env: model.proposer_env(&work.join("agent")),
         },
         test_timeout,
-        jobs: args.jobs.unwrap_or_else(hevo_runtime::eval::default_jobs),
+        jobs,
         model_access: model.access(),
         launcher,
         cancel: cancel.clone(),
@@ -236,6 +238,24 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CliError::Internal(e.into())),
     }
+}
+
+/// Checks that the agent's program can be started ([`check_program`]), in the words of this
+/// command: the flag the user typed (`--agent-cmd`, or `--agent` for a preset) instead of
+/// hevo.toml's `[proposer] command`, which `check_program` names for `hevo run`.
+fn check_agent(command: &[String], install: Option<&str>, own: bool) -> Result<(), CliError> {
+    let flag = if own { "--agent-cmd" } else { "--agent" };
+    check_program(command, install).map_err(|e| {
+        let fix = if own {
+            "fix `--agent-cmd`"
+        } else {
+            "pass `--agent-cmd`"
+        };
+        let e = e
+            .replace("fix `[proposer] command`", fix)
+            .replace("set `[proposer] command`", fix);
+        CliError::user(format!("{flag}: {e}"))
+    })
 }
 
 /// The model layer: `--model-config`'s `[model]`, none with `--no-model`, else the

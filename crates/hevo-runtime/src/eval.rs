@@ -8,7 +8,12 @@
 //!
 //! The default run directory is `runs/eval-<harness>-<hash>` where the hash covers the
 //! harness's files and parameters, the suite's files, the split and the trial count: running
-//! the same command again resumes the same run.
+//! the same command again resumes the same run. The limits are deliberately not in it:
+//! `--output-cap` only cuts the trace files (the answer is read from an in-memory tail of
+//! stdout, the process runs on), so it changes no outcome; and a trial stopped by a shorter
+//! `--timeout` than the one in force runs again in the same directory
+//! ([`crate::store::Store::finished_units`]), which keeps the trials that finished in time
+//! and works for a `--run-dir` given by hand too.
 
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
@@ -187,7 +192,7 @@ impl EvalError {
                 | EvalError::NoTasks { .. }
                 | EvalError::Option(_)
                 | EvalError::Locked { .. }
-        )
+        ) || matches!(self, EvalError::Store(e) if e.is_user_error())
     }
 }
 

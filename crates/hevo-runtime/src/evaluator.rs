@@ -270,8 +270,9 @@ impl Evaluator {
             .collect())
     }
 
-    /// Evaluates `candidate` on a batch: runs the units that have no finished row yet and
-    /// reports every unit of the batch from the store.
+    /// Evaluates `candidate` on a batch: runs the units that have no finished row yet (a
+    /// trial timed out under a shorter limit than today's is not finished, see
+    /// [`Store::finished_units`]) and reports every unit of the batch from the store.
     pub fn evaluate(
         &mut self,
         candidate: &Loaded,
@@ -296,7 +297,10 @@ impl Evaluator {
             self.store_mut()
                 .record_draws(&run_id, candidate_id, label, &draws)?;
         }
-        let finished = self.store().finished_units(candidate_id, &self.task_keys)?;
+        let time_limit = self.timeout_of(&candidate.harness);
+        let finished = self
+            .store()
+            .finished_units(candidate_id, &self.task_keys, time_limit)?;
         let past = self.store().mean_wall_ms_by_task()?;
         let mut units = Vec::new();
         let mut reused = 0;

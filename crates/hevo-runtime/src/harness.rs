@@ -118,14 +118,14 @@ impl Manifest {
             ));
         }
         if let Some(t) = manifest.timeout_s {
-            if !(t > 0.0 && crate::limits::seconds(t).is_some()) {
+            if let Err(message) = crate::limits::time_limit("`timeout_s`", t) {
                 return Err(HarnessError::Invalid {
                     path: path.to_path_buf(),
                     line: text
                         .lines()
                         .position(|l| l.trim_start().starts_with("timeout_s"))
                         .map(|i| i + 1),
-                    message: crate::limits::seconds_problem("`timeout_s`", t),
+                    message,
                 });
             }
         }

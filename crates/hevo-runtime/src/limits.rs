@@ -23,8 +23,19 @@ pub fn seconds(secs: f64) -> Option<Duration> {
 pub fn seconds_problem(what: &str, secs: f64) -> String {
     format!(
         "{what} = {secs} is not a number of seconds between 0 and {MAX_SECONDS} (7 days); \
-         give a smaller positive value"
+         give a positive number of seconds up to {MAX_SECONDS}"
     )
+}
+
+/// `secs` as a time limit: a number of seconds above 0 and at most [`MAX_SECONDS`], else
+/// the message naming `what` (a flag or key) and the fix. A limit of 0 would stop every
+/// process at once, so it is refused as such.
+pub fn time_limit(what: &str, secs: f64) -> Result<Duration, String> {
+    match seconds(secs) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ if secs == 0.0 => Err(format!("{what} is 0: use a positive number of seconds")),
+        _ => Err(seconds_problem(what, secs)),
+    }
 }
 
 #[cfg(test)]
@@ -36,6 +47,12 @@ mod tests {
         assert_eq!(seconds(1.5), Some(Duration::from_millis(1500)));
         for bad in [1e300, -1.0, f64::NAN, f64::INFINITY, MAX_SECONDS * 2.0] {
             assert_eq!(seconds(bad), None, "{bad}");
+            assert!(time_limit("`--timeout`", bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            time_limit("`--timeout`", 0.0).unwrap_err(),
+            "`--timeout` is 0: use a positive number of seconds"
+        );
+        assert_eq!(time_limit("x", 2.0), Ok(Duration::from_secs(2)));
     }
 }

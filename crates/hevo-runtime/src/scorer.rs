@@ -118,10 +118,8 @@ impl ScorerConfig {
 }
 
 fn check_timeout(t: Option<f64>, problems: &mut Vec<String>) {
-    if let Some(t) = t {
-        if !(t > 0.0 && crate::limits::seconds(t).is_some()) {
-            problems.push(crate::limits::seconds_problem("[scorer] `timeout_s`", t));
-        }
+    if let Some(Err(problem)) = t.map(|t| crate::limits::time_limit("[scorer] `timeout_s`", t)) {
+        problems.push(problem);
     }
 }
 

@@ -7,6 +7,11 @@ use std::path::Path;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// The most cells (candidates x tasks) a replay matrix may have: 10^7, 80 MB of outcomes
+/// and as much again of costs. Larger `--synth` or `--attempts` matrices are refused before
+/// anything is allocated.
+pub const MAX_CELLS: usize = 10_000_000;
+
 /// A complete candidate x task outcome matrix, with optional per-cell cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix {
@@ -206,6 +211,20 @@ impl Matrix {
         )
     }
 
+    /// [`Matrix::from_csv`], and how many cells that have a `cost_usd` of their own in the
+    /// matrix file the cost file gives another (so the caller can say it overrode them).
+    pub fn from_csv_counting_overrides(
+        path: &Path,
+        cost_path: &Path,
+    ) -> Result<(Matrix, usize), MatrixError> {
+        let cost = read(cost_path)?;
+        parse_with_costs(
+            &read(path)?,
+            &path.display().to_string(),
+            Some((&cost, &cost_path.display().to_string())),
+        )
+    }
+
     /// [`Matrix::from_csv`] on texts: the long CSV read from `origin` and optionally a cost
     /// CSV `(text, origin)`; every error names its origin (and line, where it has one).
     pub fn parse_csv(
@@ -213,96 +232,7 @@ impl Matrix {
         origin: &str,
         cost: Option<(&str, &str)>,
     ) -> Result<Matrix, MatrixError> {
-        let p = origin.to_string();
-        let (cands, tasks, cells) = parse_text(text, origin, true)?;
-        let (nc, nt) = (cands.len(), tasks.len());
-        let mut outcomes = vec![vec![0.0; nt]; nc];
-        let mut cost_m = vec![vec![f64::NAN; nt]; nc];
-        let mut any_cost = false;
-        for c in 0..nc {
-            for t in 0..nt {
-                let Some(cell) = cells.get(&(c, t)) else {
-                    return Err(MatrixError::File {
-                        path: p,
-                        message: format!(
-                            "incomplete matrix: no row for candidate `{}` and task `{}` \
-                             ({} candidates x {} tasks need {} rows, found {}); replay needs \
-                             every cell",
-                            cands[c],
-                            tasks[t],
-                            nc,
-                            nt,
-                            nc * nt,
-                            cells.len()
-                        ),
-                    });
-                };
-                outcomes[c][t] = cell.outcome;
-                if let Some(k) = cell.cost {
-                    cost_m[c][t] = k;
-                    any_cost = true;
-                }
-            }
-        }
-        if let Some((cost_text, cost_origin)) = cost {
-            let q = cost_origin.to_string();
-            let (cc, ct, ccells) = parse_text(cost_text, cost_origin, false)?;
-            for ((c, t), cell) in ccells {
-                let (Some(ci), Some(ti)) = (
-                    cands.iter().position(|x| *x == cc[c]),
-                    tasks.iter().position(|x| *x == ct[t]),
-                ) else {
-                    return Err(MatrixError::File {
-                        path: q,
-                        message: format!(
-                            "cost for unknown cell (candidate `{}`, task `{}`)",
-                            cc[c], ct[t]
-                        ),
-                    });
-                };
-                if let Some(k) = cell.cost {
-                    cost_m[ci][ti] = k;
-                    any_cost = true;
-                }
-            }
-        }
-        let cost = if any_cost {
-            for (c, row) in cost_m.iter().enumerate() {
-                for (t, v) in row.iter().enumerate() {
-                    if v.is_nan() {
-                        return Err(MatrixError::File {
-                            path: p,
-                            message: format!(
-                                "cost_usd is given for some cells but not for candidate `{}`, \
-                                 task `{}`; give it for every cell or for none",
-                                cands[c], tasks[t]
-                            ),
-                        });
-                    }
-                }
-            }
-            Some(cost_m)
-        } else {
-            None
-        };
-        if nc < 3 {
-            return Err(MatrixError::File {
-                path: p,
-                message: format!("replay needs at least 3 candidates (2 for Phase 0), found {nc}"),
-            });
-        }
-        if nt < 2 {
-            return Err(MatrixError::File {
-                path: p,
-                message: format!("replay needs at least 2 tasks, found {nt}"),
-            });
-        }
-        Ok(Matrix {
-            candidates: cands,
-            tasks,
-            outcomes,
-            cost,
-        })
+        parse_with_costs(text, origin, cost).map(|(m, _)| m)
     }
 
     /// A matrix from outcomes alone (synthetic data), with generated names.
@@ -395,6 +325,18 @@ impl Matrix {
             }
         }
         let k = attempts.max(1);
+        let cells = cands.len().saturating_mul(k).saturating_mul(tasks.len());
+        if cells > MAX_CELLS {
+            return Err(MatrixError::File {
+                path: p,
+                message: format!(
+                    "{} candidates x {k} attempts x {} tasks make {cells} cells, more than \
+                     the {MAX_CELLS} a replay holds; give a smaller --attempts",
+                    cands.len(),
+                    tasks.len()
+                ),
+            });
+        }
         let mut names = Vec::new();
         let mut outcomes = Vec::new();
         for (c, name) in cands.iter().enumerate() {
@@ -518,4 +460,106 @@ impl Matrix {
             ..Matrix::from_outcomes(s.outcomes)
         }
     }
+}
+
+/// The body of [`Matrix::parse_csv`]: the matrix, and how many cells with a `cost_usd` of
+/// their own the cost file gave another.
+fn parse_with_costs(
+    text: &str,
+    origin: &str,
+    cost: Option<(&str, &str)>,
+) -> Result<(Matrix, usize), MatrixError> {
+    let p = origin.to_string();
+    let (cands, tasks, cells) = parse_text(text, origin, true)?;
+    let (nc, nt) = (cands.len(), tasks.len());
+    let mut outcomes = vec![vec![0.0; nt]; nc];
+    let mut cost_m = vec![vec![f64::NAN; nt]; nc];
+    let mut any_cost = false;
+    let mut overridden = 0;
+    for c in 0..nc {
+        for t in 0..nt {
+            let Some(cell) = cells.get(&(c, t)) else {
+                return Err(MatrixError::File {
+                    path: p,
+                    message: format!(
+                        "incomplete matrix: no row for candidate `{}` and task `{}` \
+                         ({} candidates x {} tasks need {} rows, found {}); replay needs \
+                         every cell",
+                        cands[c],
+                        tasks[t],
+                        nc,
+                        nt,
+                        nc * nt,
+                        cells.len()
+                    ),
+                });
+            };
+            outcomes[c][t] = cell.outcome;
+            if let Some(k) = cell.cost {
+                cost_m[c][t] = k;
+                any_cost = true;
+            }
+        }
+    }
+    if let Some((cost_text, cost_origin)) = cost {
+        let q = cost_origin.to_string();
+        let (cc, ct, ccells) = parse_text(cost_text, cost_origin, false)?;
+        for ((c, t), cell) in ccells {
+            let (Some(ci), Some(ti)) = (
+                cands.iter().position(|x| *x == cc[c]),
+                tasks.iter().position(|x| *x == ct[t]),
+            ) else {
+                return Err(MatrixError::File {
+                    path: q,
+                    message: format!(
+                        "cost for unknown cell (candidate `{}`, task `{}`)",
+                        cc[c], ct[t]
+                    ),
+                });
+            };
+            if let Some(k) = cell.cost {
+                overridden += usize::from(!cost_m[ci][ti].is_nan());
+                cost_m[ci][ti] = k;
+                any_cost = true;
+            }
+        }
+    }
+    let cost = if any_cost {
+        for (c, row) in cost_m.iter().enumerate() {
+            for (t, v) in row.iter().enumerate() {
+                if v.is_nan() {
+                    return Err(MatrixError::File {
+                        path: p,
+                        message: format!(
+                            "cost_usd is given for some cells but not for candidate `{}`, \
+                             task `{}`; give it for every cell or for none",
+                            cands[c], tasks[t]
+                        ),
+                    });
+                }
+            }
+        }
+        Some(cost_m)
+    } else {
+        None
+    };
+    if nc < 3 {
+        return Err(MatrixError::File {
+            path: p,
+            message: format!("replay needs at least 3 candidates (2 for Phase 0), found {nc}"),
+        });
+    }
+    if nt < 2 {
+        return Err(MatrixError::File {
+            path: p,
+            message: format!("replay needs at least 2 tasks, found {nt}"),
+        });
+    }
+    let matrix = Matrix {
+        candidates: cands,
+        tasks,
+        outcomes,
+        cost,
+    };
+    Ok((matrix, overridden))
 }

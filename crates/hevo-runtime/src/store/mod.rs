@@ -29,8 +29,21 @@ pub use self::trials::spend_at;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// The file is empty, truncated or corrupt, or not a database at all.
+    #[error(
+        "`{}` is not a readable hevo store ({why}); it is written by `hevo run` and \
+         `hevo eval`: if the run directory was copied, copy `hevo.db` with its `hevo.db-wal`; \
+         otherwise start a new run with --run-dir (the archive/ keeps every candidate's code)",
+        path.display()
+    )]
+    NotAStore {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite found.
+        why: String,
+    },
     /// The database could not be opened or prepared.
-    #[error("cannot open the store `{}`: {source}", path.display())]
+    #[error("cannot open the store `{}`: {}", path.display(), cause(source))]
     Open {
         /// The database file.
         path: PathBuf,
@@ -47,7 +60,7 @@ pub enum StoreError {
         found: i64,
     },
     /// A query failed.
-    #[error("store query ({what}) failed: {source}")]
+    #[error("store query ({what}) failed: {}", cause(source))]
     Query {
         /// What was being done.
         what: &'static str,
@@ -55,6 +68,29 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+}
+
+impl StoreError {
+    /// Whether the user must fix something (exit code 2): a file that is not a store.
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, StoreError::NotAStore { .. })
+    }
+}
+
+/// SQLite's own message, once (rusqlite's display repeats it with the code's description).
+fn cause(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(msg)) => msg.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Whether SQLite says the file is not a database or is damaged.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
 }
 
 fn q(what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
@@ -71,9 +107,15 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed) the store at `path` in WAL mode.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let open = |source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
+        let open = |source: rusqlite::Error| match is_damage(&source) {
+            true => StoreError::NotAStore {
+                path: path.to_path_buf(),
+                why: cause(&source),
+            },
+            false => StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
         };
         let conn = Connection::open(path).map_err(open)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
@@ -122,15 +164,35 @@ impl Store {
         })
     }
 
-    /// Opens an existing store read-only (e.g. to watch a running evaluation).
+    /// Opens an existing store read-only (e.g. to watch a running evaluation). A file
+    /// without hevo's tables (empty, truncated, corrupt) is [`StoreError::NotAStore`].
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let not_a_store = |why: String| StoreError::NotAStore {
+            path: path.to_path_buf(),
+            why,
+        };
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(
-            |source| StoreError::Open {
-                path: path.to_path_buf(),
-                source,
+            |source| match is_damage(&source) {
+                true => not_a_store(cause(&source)),
+                false => StoreError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                },
             },
         )?;
         let _ = conn.busy_timeout(std::time::Duration::from_secs(10));
+        let tables: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'trials'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| not_a_store(cause(&e)))?;
+        if tables == 0 {
+            return Err(not_a_store(
+                "it holds no trials table: empty or not hevo's".into(),
+            ));
+        }
         Ok(Store {
             conn,
             path: path.to_path_buf(),

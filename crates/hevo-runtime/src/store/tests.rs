@@ -1,6 +1,10 @@
 use std::collections::HashMap;
+use std::time::Duration;
 
 use super::*;
+
+/// The time limit the tests' rows are judged under.
+const LIMIT: Duration = Duration::from_secs(1);
 
 fn row(task: &str, idx: u32, status: &str) -> TrialRow {
     TrialRow {
@@ -36,21 +40,48 @@ fn a_finished_trial_is_written_once_and_infra_errors_are_replaced() {
     assert_eq!(rows[0].status, "pass");
     assert_eq!(rows[1].status, "pass");
     let keys: HashMap<String, String> = [("a".into(), "k".into()), ("b".into(), "k".into())].into();
-    assert_eq!(s.finished_units(c, &keys).unwrap().len(), 2);
+    assert_eq!(s.finished_units(c, &keys, LIMIT).unwrap().len(), 2);
     // A changed task is not finished, and its new row replaces the stale one.
     let changed: HashMap<String, String> =
         [("a".into(), "k2".into()), ("b".into(), "k".into())].into();
-    assert_eq!(s.finished_units(c, &changed).unwrap().len(), 1);
+    assert_eq!(s.finished_units(c, &changed, LIMIT).unwrap().len(), 1);
     let mut fresh = row("a", 0, "fail");
     fresh.task_key = "k2".into();
     s.insert_trials(&[fresh]).unwrap();
     assert_eq!(s.trials_of(c).unwrap()[0].status, "fail");
-    assert_eq!(s.finished_units(c, &changed).unwrap().len(), 2);
+    assert_eq!(s.finished_units(c, &changed, LIMIT).unwrap().len(), 2);
     assert_eq!(s.mean_wall_ms_by_task().unwrap()["a"], 10.0);
     // Reopening keeps everything.
     drop(s);
     let s = Store::open(&d.path().join("hevo.db")).unwrap();
     assert_eq!(s.trial_count().unwrap(), 2);
+}
+
+/// A trial stopped by a shorter time limit than the one in force is not finished and its
+/// new row replaces it; one that ran the whole current limit is finished.
+#[test]
+fn a_timeout_under_a_shorter_limit_runs_again() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Store::open(&d.path().join("hevo.db")).unwrap();
+    s.ensure_run("r", "eval", "{}").unwrap();
+    let c = s.ensure_candidate("r", "h", "abc", "{}", None).unwrap();
+    let mut timed_out = row("a", 0, "timeout");
+    timed_out.wall_ms = 1_000;
+    s.insert_trials(&[timed_out, row("b", 0, "pass")]).unwrap();
+    let keys: HashMap<String, String> = [("a".into(), "k".into()), ("b".into(), "k".into())].into();
+    let finished = |s: &Store, secs| {
+        s.finished_units(c, &keys, Duration::from_secs(secs))
+            .unwrap()
+    };
+    assert_eq!(
+        finished(&s, 1).len(),
+        2,
+        "it ran the whole limit: it would time out again"
+    );
+    assert_eq!(finished(&s, 5), [("b".to_string(), 0)].into());
+    s.insert_trials(&[row("a", 0, "pass")]).unwrap();
+    assert_eq!(s.trials_of(c).unwrap()[0].status, "pass");
+    assert_eq!(finished(&s, 5).len(), 2);
 }
 
 /// Every field of a trial row comes back as written: each spend column, the wall time and
@@ -87,4 +118,41 @@ fn a_trial_row_reads_back_field_for_field() {
         )
         .unwrap();
     assert_eq!(spend, written.spend);
+}
+
+/// A store file that is empty, truncated or not a database is named as such, with the fix,
+/// as the user's error (exit 2), SQLite's message once; a good store opens as before.
+#[test]
+fn an_empty_or_damaged_store_is_named_with_the_fix() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("hevo.db");
+    let mut store = Store::open(&path).unwrap();
+    store.ensure_run("r", "eval", "{}").unwrap();
+    store.ensure_candidate("r", "h", "abc", "{}", None).unwrap();
+    store.insert_trials(&[row("a", 0, "pass")]).unwrap();
+    drop(store);
+    assert!(Store::open_read_only(&path).is_ok());
+    let good = std::fs::read(&path).unwrap();
+
+    std::fs::write(&path, b"").unwrap();
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(e.is_user_error(), "{e}");
+    assert!(e.to_string().contains("not a readable hevo store"), "{e}");
+    assert!(e.to_string().contains("--run-dir"), "{e}");
+
+    for bytes in [
+        &good[..good.len().min(3000)],
+        b"not sqlite at all, just text".as_slice(),
+    ] {
+        std::fs::write(&path, bytes).unwrap();
+        for e in [
+            Store::open_read_only(&path).unwrap_err(),
+            Store::open(&path).unwrap_err(),
+        ] {
+            let msg = e.to_string();
+            assert!(e.is_user_error(), "{msg}");
+            assert!(msg.contains("not a readable hevo store"), "{msg}");
+            assert!(!msg.contains("Error code"), "SQLite's message twice: {msg}");
+        }
+    }
 }

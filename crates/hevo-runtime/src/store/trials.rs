@@ -2,6 +2,7 @@
 //! still has to run.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use rusqlite::{params, Row};
 
@@ -12,20 +13,31 @@ impl Store {
     /// The `(task, trial index)` units of a candidate that are finished (any status but
     /// `infra_error`, which is retried) on the task as it is now: a row whose task key is
     /// not `task_keys[task]` (the task's input, expected answer or scorer changed) is not.
+    ///
+    /// Nor is a `timeout` row that ran for less than `time_limit`, the per-trial limit in
+    /// force now: it was stopped by a shorter limit (an earlier `--timeout`), so it says
+    /// nothing about the trial under this one and runs again. A timed-out trial runs at
+    /// least its limit (it is killed after it), so one that reached the current limit would
+    /// time out again and is kept. The limit is judged by the row's own wall time rather
+    /// than being part of the run directory's identity: the trials that finished within
+    /// the limit stay valid, and a `--run-dir` given by hand is covered too.
     pub fn finished_units(
         &self,
         candidate_id: i64,
         task_keys: &HashMap<String, String>,
+        time_limit: Duration,
     ) -> Result<HashSet<(String, u32)>, StoreError> {
         let mut st = self
             .conn
             .prepare_cached(
                 "SELECT task_id, trial_index, task_key FROM trials
-                 WHERE candidate_id = ?1 AND status != 'infra_error'",
+                 WHERE candidate_id = ?1 AND status != 'infra_error'
+                   AND NOT (status = 'timeout' AND wall_ms < ?2)",
             )
             .map_err(q("finished units"))?;
+        let limit_ms = i64::try_from(time_limit.as_millis()).unwrap_or(i64::MAX);
         let rows = st
-            .query_map([candidate_id], |r| {
+            .query_map(params![candidate_id, limit_ms], |r| {
                 Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?))
             })
             .map_err(q("finished units"))?;
@@ -55,7 +67,8 @@ impl Store {
     }
 
     /// Writes finished trials in one transaction. A unit that already has a row keeps it,
-    /// unless that row is an `infra_error` or was run on other task content.
+    /// unless that row is an `infra_error`, a `timeout` (run again under a longer limit,
+    /// see [`Store::finished_units`]) or was run on other task content.
     pub fn insert_trials(&mut self, rows: &[TrialRow]) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(q("begin"))?;
         {
@@ -77,7 +90,8 @@ impl Store {
                        error = excluded.error, answer = excluded.answer,
                        task_key = excluded.task_key,
                        finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-                     WHERE trials.status = 'infra_error' OR trials.task_key != excluded.task_key",
+                     WHERE trials.status IN ('infra_error', 'timeout')
+                       OR trials.task_key != excluded.task_key",
                 )
                 .map_err(q("insert trial"))?;
             for r in rows {

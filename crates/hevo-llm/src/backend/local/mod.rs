@@ -193,8 +193,8 @@ impl LocalBackend {
     /// workers) and starts `config.parallel` workers.
     ///
     /// # Errors
-    /// [`LlmError::LocalModel`] when the file is missing, llama.cpp cannot load it, or a
-    /// worker's context cannot be created.
+    /// [`LlmError::LocalModel`] when the file is missing, is not a GGUF, llama.cpp cannot
+    /// load it, or a worker's context cannot be created.
     pub fn load(config: LocalConfig) -> Result<Self, LlmError> {
         let path = &config.model_path;
         let local_err = |message: String| LlmError::LocalModel {
@@ -206,6 +206,7 @@ impl LocalBackend {
                 "{e}; run `hevo model pull` to fetch the default model"
             ))
         })?;
+        crate::model_file::check_gguf(path)?;
         let mut registry = registry().lock().expect("model registry lock");
         if let Some(workers) = registry.get(&canonical).and_then(Weak::upgrade) {
             return Ok(Self {
