@@ -22,11 +22,13 @@ use crate::finalize_cmd::{
     stderr_progress, test_json,
 };
 use crate::model_setup::ModelLayer;
+use crate::num_args::count;
 use crate::CliError;
 
 /// Arguments of `hevo run`.
 #[derive(clap::Args, Debug)]
 #[command(
+    allow_negative_numbers = true,
     after_help = "PATH is a directory holding hevo.toml (or the file itself); every key \
     is documented in docs/config.md. The run directory (default: runs/<name> next to hevo.toml) \
     holds the store, the archive the proposer reads, and test results. Running the same \
@@ -42,18 +44,19 @@ pub struct Args {
     #[arg(long)]
     pub strategy: Option<String>,
     /// Override `[search] iterations`.
-    #[arg(long)]
+    #[arg(long, value_parser = count::<u32>)]
     pub iterations: Option<u32>,
     /// Override `seed`.
-    #[arg(long)]
+    #[arg(long, value_parser = count::<u64>)]
     pub seed: Option<u64>,
     /// Override `[search] jobs`.
-    #[arg(long)]
+    #[arg(long, value_parser = count::<usize>)]
     pub jobs: Option<usize>,
     /// Override the run directory.
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
-    /// After the search, evaluate the pick, the seeds and the frontier on the test split.
+    /// After the search, evaluate the pick and the seeds (and any pareto tiers) on the test
+    /// split; `hevo finalize RUN --frontier` adds the frontier.
     #[arg(long)]
     pub finalize: bool,
     /// Print one JSON document on stdout instead of text.
@@ -92,11 +95,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
             };
             match flag {
                 Some(flag) => CliError::user(format!("{flag}: {problem}")),
-                None => CliError::user(ConfigError::Invalid {
-                    path: config_file.clone(),
-                    key,
-                    problem,
-                }),
+                None => CliError::user(ConfigError::invalid(&config_file, &key, problem)),
             }
         }
         e => CliError::user(e),
@@ -345,10 +344,19 @@ fn print_run(
             r.name, r.estimate.value, r.estimate.ci_low, r.estimate.ci_high
         );
     }
+    // Candidates of an iteration the evaluation budget stopped have no estimate.
+    let estimated = report
+        .candidates
+        .iter()
+        .filter(|c| c.estimate.value.is_finite())
+        .count();
+    let left_out = match report.candidates.len() - estimated {
+        0 => String::new(),
+        n => format!(" ({n} more left out of the pick: not evaluated within the budget)"),
+    };
     text += &format!(
-        "strategy {}: {} candidates evaluated, {} rejected, {} trials, {} iterations{}\n",
+        "strategy {}: {estimated} candidates evaluated{left_out}, {} rejected, {} trials, {} iterations{}\n",
         report.strategy,
-        report.candidates.len(),
         report.rejected,
         report.evaluations,
         report.iterations_done,

@@ -47,6 +47,7 @@ pub struct ShowArgs {
 
 /// Arguments of `hevo ls`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  hevo ls\n  hevo ls examples/threshold/runs --json")]
 pub struct LsArgs {
     /// The directory holding run directories.
     #[arg(value_name = "DIR", default_value = "runs")]
@@ -116,6 +117,8 @@ fn status_json(run: &RunView) -> Value {
         "run": run.name,
         "run_dir": run.dir,
         "finished": run.finished,
+        "stopped_early": run.stopped_early,
+        "missing_pick": run.missing_pick(),
         "strategy": run.strategy,
         "iterations_done": run.iterations_done(),
         "candidates": run.candidates.iter().map(|c| json!({
@@ -141,15 +144,7 @@ fn status_json(run: &RunView) -> Value {
 fn status_text(run: &RunView) -> String {
     let (trials, spend) = run.total();
     let full = spend_per_iteration(run).last().map_or(0, |a| a.full_trials);
-    let mut s = format!(
-        "run {}: {}\n",
-        run.name,
-        if run.finished {
-            "finished"
-        } else {
-            "in progress (or stopped before the end)"
-        }
-    );
+    let mut s = format!("run {}: {}\n", run.name, run.state());
     let _ = writeln!(s, "directory: {}", run.dir.display());
     let _ = writeln!(s, "strategy: {}", run.strategy.as_deref().unwrap_or("-"));
     let _ = writeln!(
@@ -178,6 +173,13 @@ fn status_text(run: &RunView) -> String {
         spend.output_tokens,
         spend.cost_usd
     );
+    if let Some(p) = run.missing_pick() {
+        let _ = writeln!(
+            s,
+            "pick: {p} (its directory is missing from archive/candidates: restore it; \
+             finalize needs its code)"
+        );
+    }
     if let Some(b) = run.best() {
         let _ = writeln!(
             s,

@@ -353,6 +353,48 @@ fn show_gives_scores_outcomes_and_the_diff() {
     settings(run).bind(|| insta::assert_snapshot!(text));
 }
 
+/// The store keeps the traces' absolute paths; after the run directory was moved (here:
+/// copied, so the old path still exists and would be shown) `hevo show` names the traces
+/// where the run directory is now, in text and JSON.
+#[test]
+fn show_finds_the_traces_of_a_moved_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let moved = tmp.path().join("moved");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(run_dir())
+        .arg(&moved)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let moved = moved.canonicalize().unwrap();
+    let show = |json: bool| {
+        let mut c = hevo();
+        c.arg("show").arg(&moved).arg("seed.i3c1");
+        if json {
+            c.arg("--json");
+        }
+        ok(&c.output().unwrap())
+    };
+    let id: i64 = rusqlite::Connection::open(moved.join("hevo.db"))
+        .unwrap()
+        .query_row(
+            "SELECT id FROM candidates WHERE name = 'seed.i3c1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let traces = moved.join("traces").join(format!("c{id}"));
+    assert!(traces.is_dir(), "{}", traces.display());
+    let text = show(false);
+    assert!(
+        text.contains(&format!("traces: {}\n", traces.display())),
+        "{text}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&show(true)).unwrap();
+    assert_eq!(doc["trace_dir"], traces.to_string_lossy().as_ref(), "{doc}");
+}
+
 #[test]
 fn json_views_agree_with_the_store() {
     let run = run_dir();
@@ -540,4 +582,57 @@ fn the_commands_in_docs_report_md_work_as_written() {
             "docs/report.md shows {line:?}, which `hevo status` does not print:\n{status_out}"
         );
     }
+}
+
+/// A run its evaluation budget stopped half-way through an iteration reads back: `status`
+/// says why it finished early and shows the pick with its interval, `report` writes its
+/// page, and once the pick's directory is deleted it is named as missing, not replaced by
+/// another candidate.
+#[test]
+fn a_budget_stopped_run_and_a_lost_pick_are_shown_as_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let example = examples().join("threshold").canonicalize().unwrap();
+    let config = tmp.path().join("hevo.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "suite = \"{0}\"\nseeds = [\"{0}/seed\"]\nseed = 11\n[model]\n[search]\n\
+             iterations = 3\ncandidates_per_iteration = 2\n[evaluation]\n\
+             strategy = \"recommended\"\nrho = 0.3\n[budget]\nmax_evaluations = 50\n",
+            example.display()
+        ),
+    )
+    .unwrap();
+    let run = tmp.path().join("run");
+    let out = hevo()
+        .args(["run", "--no-progress", "--jobs", "2", "--run-dir"])
+        .arg(&run)
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert!(text.contains("left out of the pick"), "{text}");
+
+    let out = hevo().args(["status", "--json"]).arg(&run).output().unwrap();
+    let status: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let why = status["stopped_early"].as_str().unwrap_or_default();
+    assert!(why.contains("evaluation budget of 50"), "{status}");
+    let pick = status["best"]["name"].as_str().unwrap().to_string();
+    assert!(status["best"]["estimate"]["value"].is_number(), "{status}");
+    let out = hevo().arg("status").arg(&run).output().unwrap();
+    assert!(ok(&out).starts_with("run run: finished early: the evaluation budget"));
+    let out = hevo().arg("report").arg(&run).output().unwrap();
+    ok(&out);
+    assert!(run.join("report.html").is_file());
+
+    let names = archive_names(&run);
+    let at = names.iter().position(|n| *n == pick).unwrap();
+    std::fs::remove_dir_all(run.join(format!("archive/candidates/{at:03}-{pick}"))).unwrap();
+    let out = hevo().arg("status").arg(&run).output().unwrap();
+    let text = ok(&out);
+    assert!(
+        text.contains(&format!("pick: {pick} (its directory is missing")),
+        "{text}"
+    );
+    assert_eq!(text.matches("pick:").count(), 1, "another pick shown: {text}");
 }

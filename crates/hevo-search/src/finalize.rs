@@ -49,6 +49,9 @@ pub struct SearchRecord {
     /// The unit the search counted cost in (`None` before pareto runs existed).
     #[serde(default)]
     pub cost_unit: Option<CostUnit>,
+    /// Why the search stopped before its last iteration (a budget), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
 }
 
 /// The file name of the search record inside the run directory.
@@ -65,16 +68,12 @@ impl SearchRecord {
             config_file: config_file.to_path_buf(),
             pick: report.pick.name.clone(),
             pick_iteration: report.pick.iteration,
-            pick_estimate: report
-                .pick
-                .estimate
-                .se
-                .is_finite()
-                .then_some(report.pick.estimate),
+            pick_estimate: has_estimate(&report.pick).then_some(report.pick.estimate),
             seeds: seeds.to_vec(),
             frontier: report
                 .candidates
                 .iter()
+                .filter(|r| has_estimate(r))
                 .take(crate::archive::FRONTIER_SIZE)
                 .map(|r| r.name.clone())
                 .collect(),
@@ -82,7 +81,7 @@ impl SearchRecord {
             estimates: report
                 .candidates
                 .iter()
-                .filter(|r| r.estimate.value.is_finite() && r.estimate.se.is_finite())
+                .filter(|r| has_estimate(r))
                 .map(|r| (r.name.clone(), r.estimate))
                 .collect(),
             tiers: report
@@ -91,8 +90,15 @@ impl SearchRecord {
                 .map(|p| p.tier_names())
                 .unwrap_or_default(),
             cost_unit: report.pareto.as_ref().map(|p| p.unit),
+            stopped_early: report.stopped_early.clone(),
         }
     }
+}
+
+/// Whether the search made `r` an estimate JSON can hold (no NaN): a candidate of an
+/// iteration the evaluation budget stopped has none.
+fn has_estimate(r: &crate::run::Ranked) -> bool {
+    r.estimate.value.is_finite() && r.estimate.se.is_finite()
 }
 
 /// One harness's test result.

@@ -455,6 +455,101 @@ fn the_evaluation_budget_stops_the_search_cleanly() {
     assert!(report.pick.estimate.value.is_finite());
 }
 
+/// A budget reached half-way through an iteration: the pick rests on the finished
+/// iterations (the stopped one's candidates have no estimate and rank last), the record
+/// reads back (it once held a NaN pick that broke `status` and `report`), and raising the
+/// budget resumes to exactly what a fresh run with that budget finds.
+#[test]
+fn a_budget_reached_mid_iteration_keeps_a_clean_pick_and_resumes_exactly() {
+    let config = |max: u32| {
+        format!("[evaluation]\nstrategy = \"recommended\"\nrho = 0.3\n[budget]\nmax_evaluations = {max}\n")
+    };
+    let (_tmp, dir) = setup_fast(&config(50));
+    let report = search(&dir, &mut ParamsProposer::default());
+    assert!(report.evaluations <= 50, "{report:?}");
+    assert!(report.stopped_early.is_some(), "{report:?}");
+    assert!(report.pick.estimate.value.is_finite(), "{report:?}");
+    let (estimated, left_out): (Vec<_>, Vec<_>) = report
+        .candidates
+        .iter()
+        .partition(|c| c.estimate.value.is_finite());
+    assert!(
+        !left_out.is_empty(),
+        "the budget stopped no candidate: {report:?}"
+    );
+    assert!(left_out.iter().all(|c| c.iteration == 1), "{report:?}");
+    assert!(estimated.iter().all(|c| c.name != left_out[0].name));
+    assert!(report.candidates[..estimated.len()]
+        .iter()
+        .all(|c| c.estimate.value.is_finite()));
+    let record = hevo_search::finalize::SearchRecord::from_report(
+        &report,
+        &dir.join("hevo.toml"),
+        &["seed".into()],
+    );
+    let back: hevo_search::finalize::SearchRecord =
+        serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
+    assert_eq!(back.pick, report.pick.name);
+    assert!(back.pick_estimate.is_some());
+    assert!(back.frontier.iter().all(|n| back.estimates.contains_key(n)));
+
+    std::fs::write(
+        dir.join("hevo.toml"),
+        std::fs::read_to_string(dir.join("hevo.toml"))
+            .unwrap()
+            .replace("max_evaluations = 50", "max_evaluations = 5000"),
+    )
+    .unwrap();
+    let resumed = search(&dir, &mut ParamsProposer::default());
+    let (_tmp2, fresh_dir) = setup_fast(&config(5000));
+    let fresh = search(&fresh_dir, &mut ParamsProposer::default());
+    assert_eq!(resumed.stopped_early, None);
+    assert_eq!(resumed.pick.name, fresh.pick.name);
+    let names = |r: &SearchReport| {
+        r.candidates
+            .iter()
+            .map(|c| (c.name.clone(), c.estimate.value))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&resumed), names(&fresh));
+}
+
+/// A budget below phase 0 (every seed on every val task) could pick nothing: the user's
+/// error, naming the line and the least budget that works.
+#[test]
+fn a_budget_below_phase_0_is_the_users_error_with_its_line() {
+    let (_tmp, dir) = setup_fast("[budget]\nmax_evaluations = 30\n");
+    let err = try_search(&dir, &mut ParamsProposer::default()).unwrap_err();
+    assert!(err.is_user_error(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("hevo.toml:10: `budget.max_evaluations` is 30"),
+        "{msg}"
+    );
+    assert!(msg.contains("at least 40"), "{msg}");
+}
+
+/// Resuming a run with another seed or strategy would replay its decisions differently and
+/// rewrite its pick under its archive and test results: refused, naming what differs.
+#[test]
+fn resuming_with_another_seed_or_strategy_is_refused() {
+    let (_tmp, dir) = setup_fast("[evaluation]\nstrategy = \"recommended\"\n");
+    let first = search(&dir, &mut ParamsProposer::default());
+    let text = std::fs::read_to_string(dir.join("hevo.toml")).unwrap();
+    for (from, to, says) in [
+        ("seed = 11", "seed = 12", "seed 11"),
+        ("\"recommended\"", "\"screen\"", "strategy `recommended`"),
+    ] {
+        std::fs::write(dir.join("hevo.toml"), text.replace(from, to)).unwrap();
+        let err = try_search(&dir, &mut ParamsProposer::default()).unwrap_err();
+        assert!(err.is_user_error(), "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+    std::fs::write(dir.join("hevo.toml"), &text).unwrap();
+    let again = search(&dir, &mut ParamsProposer::default());
+    assert_eq!(again.pick.name, first.pick.name);
+}
+
 /// The store tells the truth (issue 10): its `estimates` hold the strategy's final estimate
 /// of every candidate (one row each, no per-batch placeholder), and under `full` each is
 /// recomputed exactly from the store's own trial rows: the mean over val tasks of each

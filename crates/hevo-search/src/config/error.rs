@@ -31,13 +31,47 @@ pub enum ConfigError {
         message: String,
     },
     /// A value is out of its allowed range.
-    #[error("`{}`: `{key}` {problem}", path.display())]
+    #[error("{}{location}: `{key}` {problem}", path.display())]
     Invalid {
         /// The file.
         path: PathBuf,
+        /// `:line` of the key when known ([`ConfigError::located`]).
+        location: String,
         /// The dotted key.
         key: String,
         /// What is wrong and how to fix it.
         problem: String,
     },
+}
+
+impl ConfigError {
+    /// An out-of-range `key` of `path`, its line not yet known.
+    pub fn invalid(path: &std::path::Path, key: &str, problem: String) -> Self {
+        ConfigError::Invalid {
+            path: path.to_path_buf(),
+            location: String::new(),
+            key: key.into(),
+            problem,
+        }
+    }
+
+    /// The error with the line of its key in `text` (the file's contents), when found.
+    pub fn located(self, text: &str) -> Self {
+        match self {
+            ConfigError::Invalid {
+                path,
+                location,
+                key,
+                problem,
+            } if location.is_empty() => ConfigError::Invalid {
+                location: super::locate::key_line(text, &key)
+                    .map(|l| format!(":{l}"))
+                    .unwrap_or_default(),
+                path,
+                key,
+                problem,
+            },
+            e => e,
+        }
+    }
 }

@@ -13,6 +13,7 @@ mod error;
 mod evaluation;
 mod executor;
 mod gateway;
+pub mod locate;
 mod objective;
 mod proposer;
 mod search;
@@ -119,13 +120,21 @@ impl RunConfig {
                     format!(":{line}:{}", at - line_start + 1)
                 })
                 .unwrap_or_default();
+            // toml names the line but often not the key: name it, and where keys are listed.
+            let message = e.message().trim();
+            let message = match e.span().and_then(|s| locate::key_at(text, s.start)) {
+                Some(key) if !message.contains(&format!("`{key}`")) => {
+                    format!("`{key}`: {message} (docs/config.md lists every key with its type)")
+                }
+                _ => message.to_string(),
+            };
             ConfigError::Parse {
                 path: file.to_path_buf(),
                 location,
-                message: e.message().trim().to_string(),
+                message,
             }
         })?;
-        config.validate(file)?;
+        config.validate(file).map_err(|e| e.located(text))?;
         Ok(config)
     }
 

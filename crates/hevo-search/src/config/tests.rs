@@ -76,12 +76,57 @@ fn bad_values_name_the_key_and_the_fix() {
         ("[executor]\nio_mbps = 0", "executor.io_mbps"),
         ("[executor]\nmem_mb = 8", "executor.mem_mb"),
         ("[executor]\npids = -1", "hevo.toml:4:8"),
+        ("[budget]\nmax_evaluations = 0", "budget.max_evaluations"),
+        ("[budget]\nmax_wall_s = 0", "budget.max_wall_s"),
+        ("[proposer]\ntimeout_s = 0", "proposer.timeout_s"),
+        ("name = \"../../escape\"", "`name`"),
+        ("name = \"\"", "`name`"),
+        ("name = \"a/b\"", "`name`"),
+        ("name = \"..\"", "`name`"),
     ];
     for (extra, key) in cases {
         let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");
         let msg = parse(&text).unwrap_err().to_string();
         assert!(msg.contains(key), "{extra}: {msg}");
     }
+}
+
+/// A value out of range names its line, as a parse error does; a value of the wrong type
+/// names its key (toml's own message names only the type) and where keys are listed.
+#[test]
+fn range_and_type_errors_name_the_line_and_the_key() {
+    for (extra, want) in [
+        (
+            "[evaluation]\nrho = 1.5",
+            "dir/hevo.toml:4: `evaluation.rho` is 1.5",
+        ),
+        (
+            "[budget]\nmax_usd = -1.0",
+            "dir/hevo.toml:4: `budget.max_usd`",
+        ),
+        (
+            "[executor]\npids = 0",
+            "dir/hevo.toml:4: `executor.pids` is 0",
+        ),
+        ("name = \"a/b\"", "dir/hevo.toml:3: `name` is \"a/b\""),
+        (
+            "[search]\niterations = \"x\"",
+            "dir/hevo.toml:4:14: `search.iterations`: invalid type: string \"x\"",
+        ),
+        (
+            "[executor]\npids = -1",
+            "dir/hevo.toml:4:8: `executor.pids`: invalid value",
+        ),
+    ] {
+        let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");
+        let msg = parse(&text).unwrap_err().to_string();
+        assert!(msg.starts_with(want), "{extra}:\n{msg}\nwanted: {want}");
+    }
+    // A key the file does not hold (a missing choice) has no line to name.
+    let msg = parse("suite = \"s\"\nseeds = [\"a\"]\n[proposer]\nkind = \"agent\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.starts_with("dir/hevo.toml: `proposer.preset`"), "{msg}");
 }
 
 #[test]

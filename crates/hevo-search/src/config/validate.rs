@@ -11,16 +11,29 @@ use super::{ConfigError, ObjectiveKind, RunConfig};
 impl RunConfig {
     /// Checks every value (after command-line overrides, too).
     pub fn validate(&self, file: &Path) -> Result<(), ConfigError> {
-        let bad = |key: &str, problem: String| ConfigError::Invalid {
-            path: file.to_path_buf(),
-            key: key.into(),
-            problem,
-        };
+        let bad = |key: &str, problem: String| ConfigError::invalid(file, key, problem);
         if self.seeds.is_empty() {
             return Err(bad(
                 "seeds",
                 "is empty: list at least one starting harness directory".into(),
             ));
+        }
+        if let Some(name) = &self.name {
+            // The run directory is runs/<name> beside the config: one plain path component.
+            let plain = !name.is_empty()
+                && name != "."
+                && name != ".."
+                && !name.contains(['/', '\\'])
+                && !name.chars().any(char::is_control);
+            if !plain {
+                return Err(bad(
+                    "name",
+                    format!(
+                        "is {name:?}: the run is kept in runs/<name>, so use a plain name \
+                         without `/`, e.g. \"threshold-v2\" (or --run-dir for another place)"
+                    ),
+                ));
+            }
         }
         if !["params", "agent", "llm"].contains(&self.proposer.kind.as_str()) {
             return Err(bad(
@@ -144,6 +157,25 @@ impl RunConfig {
                     return Err(bad(key, "is 0: use at least 1".into()));
                 }
             }
+        }
+        for (key, v) in [
+            ("budget.max_evaluations", self.budget.max_evaluations),
+            ("budget.max_wall_s", self.budget.max_wall_s),
+        ] {
+            if v == Some(0) {
+                return Err(bad(
+                    key,
+                    "is 0, which stops the run before it starts: use a positive limit, or \
+                     leave it out for none"
+                        .into(),
+                ));
+            }
+        }
+        if self.proposer.timeout_s == 0 {
+            return Err(bad(
+                "proposer.timeout_s",
+                "is 0, which stops every proposer at once: use seconds, e.g. 1800".into(),
+            ));
         }
         if let Some(v) = self.budget.max_usd {
             if !(v.is_finite() && v > 0.0) {

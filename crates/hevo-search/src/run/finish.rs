@@ -5,6 +5,7 @@
 use hevo_stats::estimate::Estimate;
 use hevo_strategy::strategy::{Outcome, Strategy};
 
+use super::history::History;
 use super::oracle::OracleState;
 use super::record::{write_frontier, write_scores};
 use super::{io_err, Ranked, SearchError};
@@ -13,33 +14,48 @@ use crate::config::RunConfig;
 use crate::objective::ParetoReport;
 use crate::runner::{CandidateRunner, FinalEstimate};
 
-/// The strategy's finish: its final estimates (a reached evaluation budget is no error
-/// here), written to the candidates' `scores.json` (clipped to [0, 1]), `frontier.json` and
-/// the store (unclipped). Returns the outcome and the clipped estimates.
+/// The strategy's finish: its final estimates, written to the candidates' `scores.json`
+/// (clipped to [0, 1]), `frontier.json` and the store (unclipped). `strat` is the strategy
+/// with the run's [`History`] and whether an evaluation budget already stopped the run.
+/// A reached budget is no error here: the outcome then rests on what was evaluated
+/// ([`History::budget_outcome`]). Returns the outcome and the clipped estimates; candidates
+/// without an estimate (an iteration the budget stopped) get no score and no store row.
 pub(super) fn final_estimates(
     oracle: &mut OracleState,
     runner: &mut dyn CandidateRunner,
     candidates: &[Candidate],
     val_ids: &[String],
-    strat: &mut dyn Strategy,
+    (mut strat, history, stopped): (Box<dyn Strategy>, &History, bool),
     archive: &Archive,
 ) -> Result<(Outcome, Vec<Estimate>), SearchError> {
     let mut final_outcome = None;
-    let finish = oracle.call(runner, candidates, val_ids, &mut |o| {
-        final_outcome = Some(strat.finish(o))
-    });
-    match finish {
-        Ok(()) | Err(SearchError::Budget { .. }) => {}
-        Err(e) => return Err(e),
+    if !stopped {
+        let finish = oracle.call(runner, candidates, val_ids, &mut |o| {
+            final_outcome = Some(strat.finish(o))
+        });
+        match finish {
+            Ok(()) => {}
+            Err(SearchError::Budget { .. }) => final_outcome = None,
+            Err(e) => return Err(e),
+        }
     }
-    let final_outcome = final_outcome.expect("finish ran");
+    let final_outcome = match final_outcome {
+        Some(o) => o,
+        None => {
+            let (rebuilt, outcome) = history.budget_outcome(oracle, val_ids);
+            strat = rebuilt;
+            outcome
+        }
+    };
     // Scores are reported inside [0, 1]; the pick and the order use the raw estimates.
     let shown: Vec<Estimate> = final_outcome
         .estimates
         .iter()
         .map(|e| e.clipped(0.0, 1.0))
         .collect();
-    let all: Vec<usize> = (0..candidates.len()).collect();
+    let all: Vec<usize> = (0..candidates.len())
+        .filter(|&c| shown.get(c).is_some_and(|e| e.value.is_finite()))
+        .collect();
     write_scores(
         archive,
         candidates,
@@ -51,14 +67,11 @@ pub(super) fn final_estimates(
     )?;
     write_frontier(archive, candidates, &shown, &oracle.effort)?;
     // The store keeps the estimates the strategy really made (unclipped), one per candidate.
-    for c in candidates {
+    for &seq in &all {
+        let c = &candidates[seq];
         let estimate = FinalEstimate {
             label: "val".into(),
-            estimate: final_outcome
-                .estimates
-                .get(c.seq)
-                .copied()
-                .unwrap_or(Estimate::exact(f64::NAN)),
+            estimate: final_outcome.estimates[seq],
             estimator: strat.name(),
             tasks_used: oracle.outcomes.get(&c.seq).map_or(0, |o| o.len()),
             design: strat
@@ -91,8 +104,9 @@ pub(super) fn rank(
             .map_or(f64::NAN, |e| e.value)
     };
     let mut order: Vec<usize> = (0..candidates.len()).collect();
-    // Best first; earliest on ties (a stable sort keeps arrival order).
-    order.sort_by(|&a, &b| raw(b).total_cmp(&raw(a)));
+    // Best first, candidates without an estimate last; earliest on ties (a stable sort
+    // keeps arrival order).
+    order.sort_by(|&a, &b| (raw(a).is_nan().cmp(&raw(b).is_nan())).then(raw(b).total_cmp(&raw(a))));
     let rank_of = |seq: usize| Ranked {
         name: candidates[seq].meta.name.clone(),
         iteration: candidates[seq].meta.iteration,
@@ -103,7 +117,10 @@ pub(super) fn rank(
     let mut pick = rank_of(final_outcome.pick);
     pick.estimate = final_outcome.pick_interval.clipped(0.0, 1.0);
     let ranked: Vec<Ranked> = order.into_iter().map(rank_of).collect();
-    let runner_up = ranked.iter().find(|r| r.name != pick.name).cloned();
+    let runner_up = ranked
+        .iter()
+        .find(|r| r.name != pick.name && r.estimate.value.is_finite())
+        .cloned();
     (pick, runner_up, ranked)
 }
 

@@ -21,6 +21,7 @@
 
 mod candidates;
 mod finish;
+mod history;
 mod oracle;
 mod pending;
 mod record;
@@ -46,7 +47,8 @@ use hevo_runtime::cancel::CancelReason;
 use hevo_runtime::eval::EvalError;
 use hevo_runtime::suite::Suite;
 use hevo_runtime::task::Split;
-use hevo_strategy::strategy::{self, Strategy, StrategyConfig};
+use hevo_strategy::strategy::{Strategy, StrategyConfig};
+use history::History;
 use oracle::OracleState;
 use pending::{clear_pending, take_proposals, validate_pending};
 use record::{iteration_line, record_iteration, record_rejections};
@@ -147,7 +149,7 @@ pub enum SearchError {
         cause: String,
     },
     /// `[budget] max_evaluations` would be exceeded by the next batch of trials.
-    #[error("the evaluation budget of {max_trials} trials is reached")]
+    #[error("the evaluation budget of {max_trials} trials ([budget] max_evaluations) is reached")]
     Budget {
         /// The budget.
         max_trials: u64,
@@ -188,10 +190,64 @@ fn io_err<'a>(
     }
 }
 
-/// Which iterations' proposals have been taken into the archive.
+/// Which iterations' proposals have been taken into the archive, and the settings that
+/// decide the run's pick, so a resume cannot silently rewrite it under others.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 struct LoopState {
     proposals_taken: u32,
+    /// Absent in runs started before it was recorded.
+    #[serde(default)]
+    decided_by: Option<Decider>,
+}
+
+/// The settings a resume must keep: another seed or strategy would replay the run's
+/// decisions differently and rewrite its pick while its archive and test results stay.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+struct Decider {
+    seed: u64,
+    strategy: String,
+    rho: f64,
+    estimator: String,
+}
+
+impl Decider {
+    fn of(config: &RunConfig) -> Self {
+        Decider {
+            seed: config.seed,
+            strategy: config.evaluation.strategy.clone(),
+            rho: config.evaluation.rho,
+            estimator: config.evaluation.estimator.clone(),
+        }
+    }
+
+    /// Refuses to resume `run_dir`, decided by `self`, with `now`; names what differs.
+    fn check(&self, now: &Decider, run_dir: &Path) -> Result<(), SearchError> {
+        let mut diffs = Vec::new();
+        if self.seed != now.seed {
+            diffs.push(format!("seed {} (--seed)", self.seed));
+        }
+        if self.strategy != now.strategy {
+            diffs.push(format!(
+                "[evaluation] strategy `{}` (--strategy)",
+                self.strategy
+            ));
+        }
+        if self.rho != now.rho {
+            diffs.push(format!("[evaluation] rho {}", self.rho));
+        }
+        if self.estimator != now.estimator {
+            diffs.push(format!("[evaluation] estimator `{}`", self.estimator));
+        }
+        if diffs.is_empty() {
+            return Ok(());
+        }
+        Err(SearchError::User(format!(
+            "`{}` was run with {}; resuming it with other settings would rewrite its pick: \
+             use the same settings to resume it, or start a new run with --run-dir",
+            run_dir.display(),
+            diffs.join(", ")
+        )))
+    }
 }
 
 /// Runs (or resumes) a search. `config_file` locates relative paths; `run_dir` is the run
@@ -247,6 +303,15 @@ pub fn run_search(
             state.proposals_taken
         )));
     }
+    let decider = Decider::of(config);
+    match &state.decided_by {
+        Some(d) => d.check(&decider, run_dir)?,
+        None => {
+            state.decided_by = Some(decider);
+            write_atomic(&state_path, &serde_json::to_vec(&state).unwrap_or_default())
+                .map_err(io_err("cannot write", &state_path))?;
+        }
+    }
     // HarnessPro's epoch loop: each iteration is an epoch with three children per survivor.
     let epochs = match &config.harnesspro {
         Some(h) => Some(crate::harnesspro::Epochs::new(
@@ -263,7 +328,7 @@ pub fn run_search(
         Some(_) => 9,
         None => config.search.candidates_per_iteration,
     };
-    let mut strat: Box<dyn Strategy> = strategy::build(
+    let mut history = History::new(
         kind,
         StrategyConfig {
             strata,
@@ -273,10 +338,12 @@ pub fn run_search(
             weights: WeightParams::default(),
         },
     );
+    let mut strat: Box<dyn Strategy> = history.build();
 
     // Phase 0: the seeds, archived under their manifest names.
     let mut candidates = archive_seeds(config, config_file, &archive)?;
     let n_seeds = candidates.len();
+    check_phase0_budget(config, config_file, n_seeds * val_ids.len())?;
     // Candidates accepted in earlier invocations, in sequence order.
     let mut archived = list_archived(&archive)?;
     archived.retain(|c| c.seq >= n_seeds);
@@ -300,6 +367,7 @@ pub fn run_search(
         budget_trials,
         trials_per_task,
         cost_unit: None,
+        costs: HashMap::new(),
     };
 
     log(&format!(
@@ -311,6 +379,7 @@ pub fn run_search(
     oracle.call(runner, &candidates, &val_ids, &mut |o| {
         strat.phase0(o, &seeds)
     })?;
+    history.finished(&seeds);
     record_iteration(
         &archive,
         &candidates,
@@ -412,11 +481,20 @@ pub fn run_search(
                 strat.iteration(o, &ids)
             }) {
                 if let SearchError::Budget { .. } = e {
+                    // This iteration's candidates are left out of the pick; raising the
+                    // budget and running again evaluates them.
+                    log(&format!(
+                        "iteration {it}: {e}; its {} candidate(s) are left out of the pick \
+                         (raise the budget and run the same command again to evaluate them)",
+                        ids.len()
+                    ));
                     stopped_early = Some(e.to_string());
+                    strat = history.rebuild(&oracle, &val_ids);
                     break;
                 }
                 return Err(e);
             }
+            history.finished(&ids);
             record_iteration(
                 &archive,
                 &candidates,
@@ -432,12 +510,13 @@ pub fn run_search(
         iterations_done = it;
     }
 
+    let strategy_name = strat.name();
     let (final_outcome, shown) = final_estimates(
         &mut oracle,
         runner,
         &candidates,
         &val_ids,
-        strat.as_mut(),
+        (strat, &history, stopped_early.is_some()),
         &archive,
     )?;
     let (pick, runner_up, ranked) = rank(&candidates, &final_outcome, &shown);
@@ -464,7 +543,7 @@ pub fn run_search(
         rejected: rejected_total,
         evaluations: total.trials,
         spend: total.spend,
-        strategy: strat.name(),
+        strategy: strategy_name,
         stopped_early,
         iterations_done,
         pareto,
@@ -494,6 +573,32 @@ fn val_split(suite: &Suite, suite_dir: &Path) -> Result<(Vec<String>, Strata), S
         .collect();
     let strata = Strata::from_groups(&groups);
     Ok((val_ids, strata))
+}
+
+/// Refuses an evaluation budget below what phase 0 needs (every seed on every validation
+/// task, `[search] trials` times each `cells`): such a run could pick nothing.
+fn check_phase0_budget(
+    config: &RunConfig,
+    config_file: &Path,
+    cells: usize,
+) -> Result<(), SearchError> {
+    let need = cells as u64 * config.search.trials as u64;
+    match config.budget.max_evaluations {
+        Some(max) if max < need => {
+            let text = std::fs::read_to_string(config_file).unwrap_or_default();
+            let e = crate::config::ConfigError::invalid(
+                config_file,
+                "budget.max_evaluations",
+                format!(
+                    "is {max}, below the {need} trials phase 0 needs (every seed on every \
+                     validation task, [search] trials times): raise it to at least {need}, \
+                     plus what the iterations should spend"
+                ),
+            );
+            Err(SearchError::User(e.located(&text).to_string()))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn strat_estimate(strat: &dyn Strategy, seq: usize) -> Estimate {

@@ -21,6 +21,9 @@ pub(super) struct OracleState {
     pub(super) trials_per_task: u64,
     /// The unit of per-task costs, fixed by the first batch that had any.
     pub(super) cost_unit: Option<CostUnit>,
+    /// Each evaluated cell's mean (dollars, tokens) per trial, so a strategy can be replayed
+    /// on what is known ([`CachedOracle`]).
+    pub(super) costs: HashMap<usize, BTreeMap<String, (f64, f64)>>,
 }
 
 impl OracleState {
@@ -71,24 +74,31 @@ impl Oracle for LiveOracle<'_> {
         requests: &[(CandidateId, usize)],
     ) -> (Vec<f64>, Option<Vec<f64>>) {
         let (out, costs) = self.evaluate_with_costs(requests);
-        if self.state.cost_unit.is_none() {
-            if costs.iter().any(|c| c.0 > 0.0) {
-                self.state.cost_unit = Some(CostUnit::Usd);
-            } else if costs.iter().any(|c| c.1 > 0.0) {
-                self.state.cost_unit = Some(CostUnit::Tokens);
-            }
-        }
-        let costs = self.state.cost_unit.map(|unit| {
-            costs
-                .iter()
-                .map(|&(usd, tokens)| match unit {
-                    CostUnit::Usd => usd,
-                    CostUnit::Tokens => tokens,
-                })
-                .collect()
-        });
+        let costs = in_unit(&mut self.state.cost_unit, &costs);
         (out, costs)
     }
+}
+
+/// The costs of one batch in the run's unit: the first batch with any dollar fixes dollars,
+/// else the first with any token fixes tokens; until then (and for a harness that calls no
+/// model) `None`, every task equally expensive. One rule for the live oracle and its replay.
+fn in_unit(unit: &mut Option<CostUnit>, costs: &[(f64, f64)]) -> Option<Vec<f64>> {
+    if unit.is_none() {
+        if costs.iter().any(|c| c.0 > 0.0) {
+            *unit = Some(CostUnit::Usd);
+        } else if costs.iter().any(|c| c.1 > 0.0) {
+            *unit = Some(CostUnit::Tokens);
+        }
+    }
+    unit.map(|unit| {
+        costs
+            .iter()
+            .map(|&(usd, tokens)| match unit {
+                CostUnit::Usd => usd,
+                CostUnit::Tokens => tokens,
+            })
+            .collect()
+    })
 }
 
 impl LiveOracle<'_> {
@@ -140,6 +150,11 @@ impl LiveOracle<'_> {
                         out[i] = y;
                         costs[i] = res.costs.get(id).copied().unwrap_or((0.0, 0.0));
                         known.insert(id.clone(), y);
+                        self.state
+                            .costs
+                            .entry(c)
+                            .or_default()
+                            .insert(id.clone(), costs[i]);
                     }
                     // Each cell is requested once per strategy pass, so the per-call spends add up
                     // to the candidate's total.
@@ -154,6 +169,68 @@ impl LiveOracle<'_> {
                 }
             }
         }
+        (out, costs)
+    }
+}
+
+/// An oracle that answers only from what the live oracle already learned, with no trial:
+/// replaying a strategy's earlier calls through it gives the same outcomes, costs and cost
+/// unit, so a rebuilt strategy reaches the same state. A cell never evaluated answers NaN
+/// and is counted in `missing`.
+pub(super) struct CachedOracle<'a> {
+    state: &'a OracleState,
+    val_ids: &'a [String],
+    unit: Option<CostUnit>,
+    /// Requests that had no known outcome.
+    pub(super) missing: usize,
+}
+
+impl<'a> CachedOracle<'a> {
+    /// An oracle over `state`'s outcomes, its cost unit not yet fixed (as at the run's start).
+    pub(super) fn new(state: &'a OracleState, val_ids: &'a [String]) -> Self {
+        CachedOracle {
+            state,
+            val_ids,
+            unit: None,
+            missing: 0,
+        }
+    }
+}
+
+impl Oracle for CachedOracle<'_> {
+    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
+        self.evaluate_costed(requests).0
+    }
+
+    fn evaluate_costed(
+        &mut self,
+        requests: &[(CandidateId, usize)],
+    ) -> (Vec<f64>, Option<Vec<f64>>) {
+        let mut out = Vec::with_capacity(requests.len());
+        let mut costs = Vec::with_capacity(requests.len());
+        for &(c, t) in requests {
+            let id = &self.val_ids[t];
+            let y = self
+                .state
+                .outcomes
+                .get(&c)
+                .and_then(|o| o.get(id))
+                .copied()
+                .unwrap_or(f64::NAN);
+            if y.is_nan() {
+                self.missing += 1;
+            }
+            out.push(y);
+            costs.push(
+                self.state
+                    .costs
+                    .get(&c)
+                    .and_then(|o| o.get(id))
+                    .copied()
+                    .unwrap_or((0.0, 0.0)),
+            );
+        }
+        let costs = in_unit(&mut self.unit, &costs);
         (out, costs)
     }
 }

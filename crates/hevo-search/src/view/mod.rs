@@ -38,6 +38,8 @@ pub struct RunView {
     pub name: String,
     /// Whether the search has finished (it wrote `search.json`).
     pub finished: bool,
+    /// Why the finished search stopped before its last iteration (a budget), if it did.
+    pub stopped_early: Option<String>,
     /// The strategy (estimator) named in the candidates' `scores.json`, once one exists.
     pub strategy: Option<String>,
     /// The pick named in `search.json`, once the search has finished.
@@ -204,10 +206,11 @@ fn known_candidates(known: &[String]) -> String {
 impl ViewError {
     /// Whether the user named something that does not exist (exit code 2).
     pub fn is_user_error(&self) -> bool {
-        matches!(
-            self,
-            ViewError::NotARun { .. } | ViewError::UnknownCandidate { .. }
-        )
+        match self {
+            ViewError::NotARun { .. } | ViewError::UnknownCandidate { .. } => true,
+            ViewError::Store(e) => e.is_user_error(),
+            _ => false,
+        }
     }
 }
 
@@ -231,13 +234,29 @@ impl RunView {
 
     /// The best candidate so far: the highest estimate, earliest on ties (the search's
     /// own rule); the pick of `search.json` once the search has finished.
+    /// None when that pick's directory is missing from the archive ([`RunView::missing_pick`]):
+    /// another candidate shown in its place would be a pick the search never made.
     pub fn best(&self) -> Option<&CandidateView> {
-        if let Some(p) = &self.pick {
-            if let Some(c) = self.candidates.iter().find(|c| &c.name == p) {
-                return Some(c);
-            }
+        match &self.pick {
+            Some(p) => self.candidates.iter().find(|c| &c.name == p),
+            None => best_of(self.candidates.iter()),
         }
-        best_of(self.candidates.iter())
+    }
+
+    /// The pick `search.json` names when its directory is missing from the archive.
+    pub fn missing_pick(&self) -> Option<&str> {
+        self.pick
+            .as_deref()
+            .filter(|p| !self.candidates.iter().any(|c| c.name == *p))
+    }
+
+    /// The search's state in words: finished (early, and why), or in progress.
+    pub fn state(&self) -> String {
+        match (self.finished, &self.stopped_early) {
+            (true, Some(why)) => format!("finished early: {why}"),
+            (true, None) => "finished".into(),
+            (false, _) => "in progress (or stopped before the end)".into(),
+        }
     }
 
     /// The last iteration with an archived candidate.

@@ -123,7 +123,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         let trace_dir = mine
             .iter()
             .find_map(|t| t.trace.as_deref())
-            .and_then(|p| Path::new(p).parent()?.parent().map(Path::to_path_buf));
+            .and_then(|p| Path::new(p).parent()?.parent().map(|d| where_now(dir, d)));
         candidates.push(CandidateView {
             seq,
             name,
@@ -192,6 +192,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string()),
         finished: record.is_some(),
+        stopped_early: record.as_ref().and_then(|r| r.stopped_early.clone()),
         strategy,
         pick: record.map(|r| r.pick),
         val_tasks,
@@ -394,4 +395,17 @@ fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>,
         });
     }
     Ok(out)
+}
+
+/// Where a candidate's trace directory is now: the store keeps the absolute path of the run
+/// directory the trials ran in, so after the run directory was moved or copied its
+/// `traces/c<id>` is found in the run directory as it is now (other paths stay as stored).
+fn where_now(run_dir: &Path, stored: &Path) -> PathBuf {
+    let mut parts = stored.components().rev();
+    match (parts.next(), parts.next()) {
+        (Some(id), Some(traces)) if traces.as_os_str() == "traces" => {
+            run_dir.join("traces").join(id)
+        }
+        _ => stored.to_path_buf(),
+    }
 }

@@ -267,6 +267,7 @@ mod tests {
             dir: Default::default(),
             name: "r".into(),
             finished: false,
+            stopped_early: None,
             strategy: None,
             pick: None,
             val_tasks: 4,

@@ -11,11 +11,7 @@ use crate::view::RunView;
 /// candidates, validation trials against full evaluation, and spend.
 pub(super) fn headline(run: &RunView) -> String {
     let (trials, spend) = run.total();
-    let state = if run.finished {
-        "finished"
-    } else {
-        "in progress (or stopped)"
-    };
+    let state = run.state();
     let best = run.best();
     let mut s = format!(
         "<h1>hevo report: {}</h1>\n<dl class=\"key\">\n",
@@ -28,19 +24,22 @@ pub(super) fn headline(run: &RunView) -> String {
         "run directory",
         format!("<code>{}</code>", esc(&run.dir.display().to_string())),
     );
-    row("search", esc(state));
+    row("search", esc(&state));
     row("strategy", esc(run.strategy.as_deref().unwrap_or("–")));
     row(
         if run.finished { "pick" } else { "best so far" },
-        best.map_or("–".into(), |b| {
-            format!(
-                "<a href=\"#cand-{}\">{}</a> (iteration {}): <b class=\"num\">{}</b>",
-                b.seq,
-                esc(&b.name),
-                b.iteration,
-                esc(&fmt_est(b.estimate))
-            )
-        }),
+        best.map_or_else(
+            || missing_pick(run),
+            |b| {
+                format!(
+                    "<a href=\"#cand-{}\">{}</a> (iteration {}): <b class=\"num\">{}</b>",
+                    b.seq,
+                    esc(&b.name),
+                    b.iteration,
+                    esc(&fmt_est(b.estimate))
+                )
+            },
+        ),
     );
     row(
         "candidates",
@@ -72,4 +71,17 @@ pub(super) fn headline(run: &RunView) -> String {
     );
     s += "</dl>\n";
     s
+}
+
+/// The pick cell when there is no candidate to show: the pick `search.json` names but the
+/// archive lost, or none yet.
+fn missing_pick(run: &RunView) -> String {
+    match run.missing_pick() {
+        Some(p) => format!(
+            "<code>{}</code> (its directory is missing from <code>archive/candidates</code>: \
+             restore it; <code>finalize</code> needs its code)",
+            esc(p)
+        ),
+        None => "–".into(),
+    }
 }
