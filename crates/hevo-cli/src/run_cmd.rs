@@ -191,9 +191,12 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 }
             };
             // a missing agent is found now, before any evaluation
-            hevo_search::proposer::agent_preset::check_program(&command, install).map_err(|e| {
-                CliError::user(format!("{}: [proposer] {e}", config_file.display()))
-            })?;
+            hevo_search::proposer::agent_preset::check_program(
+                &command,
+                install,
+                "`[proposer] command`",
+            )
+            .map_err(|e| CliError::user(format!("{}: [proposer] {e}", config_file.display())))?;
             env.extend(config.proposer.env.clone());
             Box::new(AgentProposer {
                 command,

@@ -240,22 +240,13 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
     }
 }
 
-/// Checks that the agent's program can be started ([`check_program`]), in the words of this
-/// command: the flag the user typed (`--agent-cmd`, or `--agent` for a preset) instead of
-/// hevo.toml's `[proposer] command`, which `check_program` names for `hevo run`.
+/// Checks that the agent's program can be started ([`check_program`]), naming the flag
+/// the user typed (`--agent-cmd`, or `--agent` for a preset) and `--agent-cmd` as the place
+/// to give another program.
 fn check_agent(command: &[String], install: Option<&str>, own: bool) -> Result<(), CliError> {
     let flag = if own { "--agent-cmd" } else { "--agent" };
-    check_program(command, install).map_err(|e| {
-        let fix = if own {
-            "fix `--agent-cmd`"
-        } else {
-            "pass `--agent-cmd`"
-        };
-        let e = e
-            .replace("fix `[proposer] command`", fix)
-            .replace("set `[proposer] command`", fix);
-        CliError::user(format!("{flag}: {e}"))
-    })
+    check_program(command, install, "`--agent-cmd`")
+        .map_err(|e| CliError::user(format!("{flag}: {e}")))
 }
 
 /// The model layer: `--model-config`'s `[model]`, none with `--no-model`, else the

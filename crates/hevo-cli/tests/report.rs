@@ -613,7 +613,11 @@ fn a_budget_stopped_run_and_a_lost_pick_are_shown_as_they_are() {
     let text = ok(&out);
     assert!(text.contains("left out of the pick"), "{text}");
 
-    let out = hevo().args(["status", "--json"]).arg(&run).output().unwrap();
+    let out = hevo()
+        .args(["status", "--json"])
+        .arg(&run)
+        .output()
+        .unwrap();
     let status: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
     let why = status["stopped_early"].as_str().unwrap_or_default();
     assert!(why.contains("evaluation budget of 50"), "{status}");
@@ -634,5 +638,9 @@ fn a_budget_stopped_run_and_a_lost_pick_are_shown_as_they_are() {
         text.contains(&format!("pick: {pick} (its directory is missing")),
         "{text}"
     );
-    assert_eq!(text.matches("pick:").count(), 1, "another pick shown: {text}");
+    assert_eq!(
+        text.matches("pick:").count(),
+        1,
+        "another pick shown: {text}"
+    );
 }

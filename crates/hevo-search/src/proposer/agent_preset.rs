@@ -129,8 +129,14 @@ pub fn command_line(
 }
 
 /// Checks that the agent's program can be started: a path that exists, or a name found on
-/// `PATH`. The error names the program and how to install it (`install`, if known).
-pub fn check_program(command: &[String], install: Option<&str>) -> Result<(), String> {
+/// `PATH`. The error names the program, how to install it (`install`, if known) and
+/// `setting`, where the user gives another program (`` `[proposer] command` `` in a
+/// `hevo.toml`, a flag on a command line).
+pub fn check_program(
+    command: &[String],
+    install: Option<&str>,
+    setting: &str,
+) -> Result<(), String> {
     let Some(program) = command.first() else {
         return Err("the agent command is empty: give the program and its arguments".into());
     };
@@ -144,8 +150,8 @@ pub fn check_program(command: &[String], install: Option<&str>) -> Result<(), St
         return Ok(());
     }
     let fix = match install {
-        Some(install) => format!("install it (`{install}`) or set `[proposer] command`"),
-        None => "fix `[proposer] command` or install the program".into(),
+        Some(install) => format!("install it (`{install}`) or give another program in {setting}"),
+        None => format!("fix {setting} or install the program"),
     };
     Err(format!(
         "the agent program `{program}` is not found (on PATH or as a path): {fix}"
@@ -187,11 +193,16 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_named_with_its_install_line() {
-        let err = check_program(&["hevo-no-such-agent".into()], Some("npm i x")).unwrap_err();
+        let err =
+            check_program(&["hevo-no-such-agent".into()], Some("npm i x"), "`--x`").unwrap_err();
         assert!(
-            err.contains("`hevo-no-such-agent`") && err.contains("npm i x"),
+            err.contains("`hevo-no-such-agent`")
+                && err.contains("npm i x")
+                && err.contains("another program in `--x`"),
             "{err}"
         );
-        assert!(check_program(&["bash".into()], None).is_ok());
+        let err = check_program(&["hevo-no-such-agent".into()], None, "`--x`").unwrap_err();
+        assert!(err.ends_with("fix `--x` or install the program"), "{err}");
+        assert!(check_program(&["bash".into()], None, "`--x`").is_ok());
     }
 }
