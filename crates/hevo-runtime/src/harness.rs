@@ -14,7 +14,11 @@ use sha2::{Digest, Sha256};
 
 /// One tunable knob declared under `[params]`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a knob as a table of its values and default, e.g. \
+                 `threshold = { values = [2, 4, 6], default = 2 }`"
+)]
 pub struct ParamSpec {
     /// The values a params proposer may choose from.
     pub values: Vec<Value>,
@@ -360,6 +364,22 @@ mod tests {
             err.contains("harness.toml") && err.contains("default 3"),
             "{err}"
         );
+    }
+
+    /// A knob written as a bare value under `[params]` is told the form a knob takes, at
+    /// its line, not serde's "expected struct ParamSpec".
+    #[test]
+    fn a_bare_value_under_params_is_shown_the_form_of_a_knob() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("harness.toml"),
+            "entry = [\"x\"]\n[params]\nk = 3\n",
+        )
+        .unwrap();
+        let err = Harness::load(d.path()).unwrap_err().to_string();
+        assert!(err.contains("harness.toml:3"), "{err}");
+        assert!(err.contains("{ values = [2, 4, 6], default = 2 }"), "{err}");
+        assert!(!err.contains("ParamSpec"), "{err}");
     }
 
     #[test]
