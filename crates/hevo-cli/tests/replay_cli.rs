@@ -74,6 +74,28 @@ fn rejects_malformed_matrices_with_file_and_line() {
     expect_user_error("a,b,c\n1,2,3\n", "m.csv:1");
 }
 
+/// A `--cost` file with the wrong header is named, with the header a cost file takes (not
+/// the matrix's).
+#[test]
+fn a_cost_file_with_a_wrong_header_is_named_with_its_own_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.csv", &complete(3, 4));
+    for header in ["foo,bar\n1,2\n", "candidate,task,usd\nc0,t0,1\n"] {
+        let c = write(&dir, "costs.csv", header);
+        let out = hevo()
+            .args(["replay", "--seeds", "1", "--cost"])
+            .arg(&c)
+            .arg(&m)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("costs.csv:1:"), "{err}");
+        assert!(err.contains("`candidate,task,cost_usd`"), "{err}");
+        assert!(!err.contains("outcome"), "the matrix's header named: {err}");
+    }
+}
+
 /// A log of a free model (every `cost_usd` 0) has no dollars to weigh: the replay says so
 /// on stderr and counts the spend in evaluations, with no `NaN` share in the table or JSON.
 #[test]

@@ -99,9 +99,13 @@ fn parse_text(text: &str, origin: &str, want_outcome: bool) -> Result<Parsed, Ma
         .clone();
     let col = |name: &str| headers.iter().position(|h| h == name);
     let (Some(ci), Some(ti)) = (col("candidate"), col("task")) else {
+        let columns = match want_outcome {
+            true => "candidate,task,outcome[,cost_usd]",
+            false => "candidate,task,cost_usd",
+        };
         return Err(line_err(
             1,
-            "the header must name the columns `candidate,task,outcome[,cost_usd]`".into(),
+            format!("the header must name the columns `{columns}`"),
         ));
     };
     let oi = col("outcome");
