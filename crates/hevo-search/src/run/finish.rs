@@ -16,26 +16,31 @@ use crate::runner::{CandidateRunner, FinalEstimate};
 
 /// The strategy's finish: its final estimates, written to the candidates' `scores.json`
 /// (clipped to [0, 1]), `frontier.json` and the store (unclipped). `strat` is the strategy
-/// with the run's [`History`] and whether an evaluation budget already stopped the run.
-/// A reached budget is no error here: the outcome then rests on what was evaluated
-/// ([`History::budget_outcome`]). Returns the outcome and the clipped estimates; candidates
+/// with the run's [`History`] and why a budget stopped the run, if one did (set here when
+/// the finish itself meets the evaluation budget). A reached budget is no error here: the
+/// outcome then rests on what was evaluated ([`History::budget_outcome`]), no trial is
+/// bought to verify it. Returns the outcome and the clipped estimates; candidates
 /// without an estimate (an iteration the budget stopped) get no score and no store row.
 pub(super) fn final_estimates(
     oracle: &mut OracleState,
     runner: &mut dyn CandidateRunner,
     candidates: &[Candidate],
     val_ids: &[String],
-    (mut strat, history, stopped): (Box<dyn Strategy>, &History, bool),
+    (mut strat, history, stopped): (Box<dyn Strategy>, &History, &mut Option<String>),
     archive: &Archive,
 ) -> Result<(Outcome, Vec<Estimate>), SearchError> {
     let mut final_outcome = None;
-    if !stopped {
+    if stopped.is_none() {
         let finish = oracle.call(runner, candidates, val_ids, &mut |o| {
             final_outcome = Some(strat.finish(o))
         });
         match finish {
             Ok(()) => {}
-            Err(SearchError::Budget { .. }) => final_outcome = None,
+            Err(e @ SearchError::Budget { .. }) => {
+                // The finish's own verification met the budget: the run stopped early too.
+                *stopped = Some(e.to_string());
+                final_outcome = None;
+            }
             Err(e) => return Err(e),
         }
     }

@@ -516,7 +516,7 @@ pub fn run_search(
         runner,
         &candidates,
         &val_ids,
-        (strat, &history, stopped_early.is_some()),
+        (strat, &history, &mut stopped_early),
         &archive,
     )?;
     let (pick, runner_up, ranked) = rank(&candidates, &final_outcome, &shown);
