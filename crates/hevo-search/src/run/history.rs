@@ -37,7 +37,7 @@ impl History {
     /// finished iteration replayed without a trial. Strategies are deterministic in their
     /// seed and outcomes, so this is the state after the last finished call, free of what a
     /// call stopped half-way did with its unanswered (NaN) requests.
-    pub(super) fn rebuild(&self, state: &OracleState, val_ids: &[String]) -> Box<dyn Strategy> {
+    fn rebuild(&self, state: &OracleState, val_ids: &[String]) -> Box<dyn Strategy> {
         let mut strat = self.build();
         let mut oracle = CachedOracle::new(state, val_ids);
         for (i, ids) in self.batches.iter().enumerate() {

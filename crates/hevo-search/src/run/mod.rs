@@ -482,14 +482,14 @@ pub fn run_search(
             }) {
                 if let SearchError::Budget { .. } = e {
                     // This iteration's candidates are left out of the pick; raising the
-                    // budget and running again evaluates them.
+                    // budget and running again evaluates them. The strategy, which saw NaN
+                    // for the refused cells, is rebuilt once, in `final_estimates`.
                     log(&format!(
                         "iteration {it}: {e}; its {} candidate(s) are left out of the pick \
                          (raise the budget and run the same command again to evaluate them)",
                         ids.len()
                     ));
                     stopped_early = Some(e.to_string());
-                    strat = history.rebuild(&oracle, &val_ids);
                     break;
                 }
                 return Err(e);
