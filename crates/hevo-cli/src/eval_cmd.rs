@@ -19,6 +19,7 @@ use hevo_runtime::task::Split;
 use crate::eval_progress;
 use crate::model_setup::ModelLayer;
 use crate::num_args::count;
+use crate::words::counted;
 use crate::CliError;
 use hevo_llm::ModelLayerConfig;
 use hevo_search::config::RunConfig;
@@ -260,14 +261,12 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
     let tasks = r.tasks.len();
     writeln!(
         out,
-        "{} on {} ({}, {} task{} x {} trial{})",
+        "{} on {} ({}, {} x {})",
         r.harness,
         r.suite,
         r.split,
-        tasks,
-        if tasks == 1 { "" } else { "s" },
-        r.trials_per_task,
-        if r.trials_per_task == 1 { "" } else { "s" }
+        counted(tasks as u64, "task"),
+        counted(r.trials_per_task.into(), "trial"),
     )?;
     writeln!(
         out,

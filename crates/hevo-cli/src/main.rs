@@ -18,6 +18,7 @@ mod report_cmd;
 mod run_cmd;
 mod status_cmd;
 mod tests_cmd;
+mod words;
 
 use std::process::ExitCode;
 

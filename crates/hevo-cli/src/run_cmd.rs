@@ -23,6 +23,7 @@ use crate::finalize_cmd::{
 };
 use crate::model_setup::ModelLayer;
 use crate::num_args::count;
+use crate::words::counted;
 use crate::CliError;
 
 /// Arguments of `hevo run`.
@@ -358,11 +359,12 @@ fn print_run(
         n => format!(" ({n} more left out of the pick: not evaluated within the budget)"),
     };
     text += &format!(
-        "strategy {}: {estimated} candidates evaluated{left_out}, {} rejected, {} trials, {} iterations{}\n",
+        "strategy {}: {} evaluated{left_out}, {} rejected, {}, {}{}\n",
         report.strategy,
+        counted(estimated as u64, "candidate"),
         report.rejected,
-        report.evaluations,
-        report.iterations_done,
+        counted(report.evaluations, "trial"),
+        counted(report.iterations_done.into(), "iteration"),
         report
             .stopped_early
             .as_ref()
