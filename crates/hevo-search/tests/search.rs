@@ -653,3 +653,66 @@ fn the_picks_estimate_recomputes_from_the_draws_and_trials_in_the_store() {
     let pick = report.pick.name.clone();
     assert!(estimates.iter().any(|(_, n, _)| *n == pick));
 }
+
+/// A budget met by the strategy's own finish (its verification of the pick): every
+/// iteration is done and every candidate keeps its estimate, the run is marked as stopped
+/// early with no trial past the budget, and raising the budget resumes to exactly what a
+/// fresh run with that budget finds. At rho 0.7 on this example the finish buys trials,
+/// so one trial less than the full run's is met inside the finish.
+#[test]
+fn a_budget_met_by_the_finish_keeps_every_estimate_and_resumes_exactly() {
+    let config = |max: u64| {
+        format!("[evaluation]\nstrategy = \"recommended\"\nrho = 0.7\n[budget]\nmax_evaluations = {max}\n")
+    };
+    let (_tmp, full_dir) = setup_fast(&config(5000));
+    let full = search(&full_dir, &mut ParamsProposer::default());
+    assert_eq!(full.stopped_early, None, "{full:?}");
+    let budget = full.evaluations - 1;
+    let (_tmp2, dir) = setup_fast(&config(budget));
+    let cut = search(&dir, &mut ParamsProposer::default());
+    assert!(cut.evaluations <= budget, "{cut:?}");
+    assert!(
+        cut.stopped_early
+            .as_deref()
+            .is_some_and(|why| why.contains(&format!("budget of {budget} trials"))),
+        "{cut:?}"
+    );
+    // Met in the finish, not in an iteration: no candidate is left without an estimate.
+    assert_eq!(cut.iterations_done, full.iterations_done, "{cut:?}");
+    assert_eq!(cut.candidates.len(), full.candidates.len());
+    assert!(
+        cut.candidates.iter().all(|c| c.estimate.value.is_finite()),
+        "{cut:?}"
+    );
+    assert!(cut.pick.estimate.value.is_finite(), "{cut:?}");
+    let record = hevo_search::finalize::SearchRecord::from_report(
+        &cut,
+        &dir.join("hevo.toml"),
+        &["seed".into()],
+    );
+    let back: hevo_search::finalize::SearchRecord =
+        serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
+    assert_eq!(back.pick, cut.pick.name);
+
+    std::fs::write(
+        dir.join("hevo.toml"),
+        std::fs::read_to_string(dir.join("hevo.toml"))
+            .unwrap()
+            .replace(
+                &format!("max_evaluations = {budget}"),
+                "max_evaluations = 5000",
+            ),
+    )
+    .unwrap();
+    let resumed = search(&dir, &mut ParamsProposer::default());
+    assert_eq!(resumed.stopped_early, None);
+    assert_eq!(resumed.pick.name, full.pick.name);
+    assert_eq!(resumed.evaluations, full.evaluations);
+    let names = |r: &SearchReport| {
+        r.candidates
+            .iter()
+            .map(|c| (c.name.clone(), c.estimate.value))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&resumed), names(&full));
+}
