@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 pub use crate::matrix::{Matrix, MatrixError};
-use crate::strategy::{build, CandidateId, Oracle, StrategyConfig, StrategyKind};
+use crate::strategy::{build, CandidateId, Observed, Oracle, StrategyConfig, StrategyKind};
 
 /// The caveat every replay report carries.
 pub const CAVEAT: &str = "Replay cannot show overfitting of a fixed subset: logged candidates \
@@ -164,16 +164,9 @@ impl<'a> MatrixOracle<'a> {
 }
 
 impl Oracle for MatrixOracle<'_> {
-    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
-        self.evaluate_costed(requests).0
-    }
-
-    fn evaluate_costed(
-        &mut self,
-        requests: &[(CandidateId, usize)],
-    ) -> (Vec<f64>, Option<Vec<f64>>) {
+    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Observed {
         self.evals += requests.len();
-        let ys = requests
+        let outcomes = requests
             .iter()
             .map(|&(c, t)| self.outcomes[self.rows[c]][self.cols[t]])
             .collect();
@@ -186,7 +179,7 @@ impl Oracle for MatrixOracle<'_> {
         if let Some(k) = &costs {
             self.cost_usd += k.iter().sum::<f64>();
         }
-        (ys, costs)
+        Observed { outcomes, costs }
     }
 }
 

@@ -208,7 +208,7 @@ struct Counting<'a> {
 }
 
 impl hevo_strategy::strategy::Oracle for Counting<'_> {
-    fn evaluate(&mut self, requests: &[(usize, usize)]) -> Vec<f64> {
+    fn evaluate(&mut self, requests: &[(usize, usize)]) -> hevo_strategy::strategy::Observed {
         for &(c, _) in requests {
             self.per_candidate[c] += 1;
         }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use hevo_runtime::task::Split;
-use hevo_strategy::strategy::{CandidateId, Oracle};
+use hevo_strategy::strategy::{CandidateId, Observed, Oracle};
 
 use super::SearchError;
 use crate::archive::Candidate;
@@ -61,21 +61,14 @@ struct LiveOracle<'a> {
 }
 
 impl Oracle for LiveOracle<'_> {
-    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
-        self.evaluate_with_costs(requests).0
-    }
-
     /// Outcomes with each cell's model cost from the ledger, so sampling strategies weigh
     /// information per unit of cost: dollars when the run's trials cost any, else tokens.
     /// Wall time is never used (it would make two runs with the same seed differ). No cost
     /// (a harness that calls no model): `None`, every task equally expensive.
-    fn evaluate_costed(
-        &mut self,
-        requests: &[(CandidateId, usize)],
-    ) -> (Vec<f64>, Option<Vec<f64>>) {
-        let (out, costs) = self.evaluate_with_costs(requests);
+    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Observed {
+        let (outcomes, costs) = self.evaluate_with_costs(requests);
         let costs = in_unit(&mut self.state.cost_unit, &costs);
-        (out, costs)
+        Observed { outcomes, costs }
     }
 }
 
@@ -198,14 +191,7 @@ impl<'a> CachedOracle<'a> {
 }
 
 impl Oracle for CachedOracle<'_> {
-    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64> {
-        self.evaluate_costed(requests).0
-    }
-
-    fn evaluate_costed(
-        &mut self,
-        requests: &[(CandidateId, usize)],
-    ) -> (Vec<f64>, Option<Vec<f64>>) {
+    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Observed {
         let mut out = Vec::with_capacity(requests.len());
         let mut costs = Vec::with_capacity(requests.len());
         for &(c, t) in requests {
@@ -231,6 +217,9 @@ impl Oracle for CachedOracle<'_> {
             );
         }
         let costs = in_unit(&mut self.unit, &costs);
-        (out, costs)
+        Observed {
+            outcomes: out,
+            costs,
+        }
     }
 }

@@ -7,7 +7,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{argmax, CandidateId, Oracle, Outcome, StrategyConfig};
+use super::{argmax, CandidateId, Observed, Oracle, Outcome, StrategyConfig};
 
 /// What every strategy needs: tasks, cached observations, task statistics, estimates.
 pub(crate) struct Core {
@@ -77,7 +77,10 @@ impl Core {
         if todo.is_empty() {
             return 0;
         }
-        let (ys, costs) = oracle.evaluate_costed(&todo);
+        let Observed {
+            outcomes: ys,
+            costs,
+        } = oracle.evaluate(&todo);
         for (&(c, t), &y) in todo.iter().zip(&ys) {
             self.obs[c][t] = Some(y);
             self.stats.record(t, y);

@@ -85,20 +85,20 @@ pub type CandidateId = usize;
 
 /// Something that can evaluate candidates on tasks, a batch at a time.
 pub trait Oracle {
-    /// Outcomes in `[0, 1]` of each `(candidate, task)` request, in order.
-    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Vec<f64>;
+    /// The outcome and, when known, the cost of each `(candidate, task)` request, in order.
+    fn evaluate(&mut self, requests: &[(CandidateId, usize)]) -> Observed;
+}
 
-    /// Outcomes and, when known, the cost of each request (any positive unit, the same for
-    /// every trial of a run: dollars, or tokens or wall seconds when dollars are zero).
-    /// Strategies that sample tasks use the costs to weigh information per unit of cost;
-    /// the default reports no costs and then every task counts as equally expensive.
-    /// The live search feeds its ledger here by overriding this method.
-    fn evaluate_costed(
-        &mut self,
-        requests: &[(CandidateId, usize)],
-    ) -> (Vec<f64>, Option<Vec<f64>>) {
-        (self.evaluate(requests), None)
-    }
+/// What an [`Oracle`] answers for a batch of requests, in the requests' order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// Each request's outcome in `[0, 1]`.
+    pub outcomes: Vec<f64>,
+    /// Each request's cost, when known: any positive unit, the same for every trial of a
+    /// run (dollars, or tokens when dollars are zero; the live search feeds its ledger
+    /// here). Strategies that sample tasks use it to weigh information per unit of cost;
+    /// with `None` every task counts as equally expensive.
+    pub costs: Option<Vec<f64>>,
 }
 
 /// The result of a strategy at the end of a run.
