@@ -461,9 +461,7 @@ fn the_evaluation_budget_stops_the_search_cleanly() {
 /// budget resumes to exactly what a fresh run with that budget finds.
 #[test]
 fn a_budget_reached_mid_iteration_keeps_a_clean_pick_and_resumes_exactly() {
-    let config = |max: u32| {
-        format!("[evaluation]\nstrategy = \"recommended\"\nrho = 0.3\n[budget]\nmax_evaluations = {max}\n")
-    };
+    let config = |max: u64| budgeted(0.3, max);
     let (_tmp, dir) = setup_fast(&config(50));
     let report = search(&dir, &mut ParamsProposer::default());
     assert!(report.evaluations <= 50, "{report:?}");
@@ -482,8 +480,21 @@ fn a_budget_reached_mid_iteration_keeps_a_clean_pick_and_resumes_exactly() {
     assert!(report.candidates[..estimated.len()]
         .iter()
         .all(|c| c.estimate.value.is_finite()));
+    assert_record_reads_back(&report, &dir);
+
+    let resumed = resume_with_budget(&dir, 50, 5000);
+    let (_tmp2, fresh_dir) = setup_fast(&config(5000));
+    let fresh = search(&fresh_dir, &mut ParamsProposer::default());
+    assert_eq!(resumed.stopped_early, None);
+    assert_eq!(resumed.pick.name, fresh.pick.name);
+    assert_eq!(estimates(&resumed), estimates(&fresh));
+}
+
+/// The search record of a budget-stopped `report` (search.json) reads back with its pick,
+/// the pick's estimate, and an estimate for every frontier member.
+fn assert_record_reads_back(report: &SearchReport, dir: &Path) {
     let record = hevo_search::finalize::SearchRecord::from_report(
-        &report,
+        report,
         &dir.join("hevo.toml"),
         &["seed".into()],
     );
@@ -492,26 +503,35 @@ fn a_budget_reached_mid_iteration_keeps_a_clean_pick_and_resumes_exactly() {
     assert_eq!(back.pick, report.pick.name);
     assert!(back.pick_estimate.is_some());
     assert!(back.frontier.iter().all(|n| back.estimates.contains_key(n)));
+}
 
+/// Raises `[budget] max_evaluations` in `dir`'s hevo.toml from `old` to `new` and runs the
+/// search again (a resume).
+fn resume_with_budget(dir: &Path, old: u64, new: u64) -> SearchReport {
+    let path = dir.join("hevo.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let from = format!("max_evaluations = {old}");
+    assert!(text.contains(&from), "{text}");
     std::fs::write(
-        dir.join("hevo.toml"),
-        std::fs::read_to_string(dir.join("hevo.toml"))
-            .unwrap()
-            .replace("max_evaluations = 50", "max_evaluations = 5000"),
+        &path,
+        text.replace(&from, &format!("max_evaluations = {new}")),
     )
     .unwrap();
-    let resumed = search(&dir, &mut ParamsProposer::default());
-    let (_tmp2, fresh_dir) = setup_fast(&config(5000));
-    let fresh = search(&fresh_dir, &mut ParamsProposer::default());
-    assert_eq!(resumed.stopped_early, None);
-    assert_eq!(resumed.pick.name, fresh.pick.name);
-    let names = |r: &SearchReport| {
-        r.candidates
-            .iter()
-            .map(|c| (c.name.clone(), c.estimate.value))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(names(&resumed), names(&fresh));
+    search(dir, &mut ParamsProposer::default())
+}
+
+/// The `[evaluation]` and `[budget]` tables of a `recommended` run at `rho` with
+/// `max_evaluations = max`.
+fn budgeted(rho: f64, max: u64) -> String {
+    format!("[evaluation]\nstrategy = \"recommended\"\nrho = {rho}\n[budget]\nmax_evaluations = {max}\n")
+}
+
+/// Every candidate's name and estimate, in the report's order.
+fn estimates(r: &SearchReport) -> Vec<(String, f64)> {
+    r.candidates
+        .iter()
+        .map(|c| (c.name.clone(), c.estimate.value))
+        .collect()
 }
 
 /// A budget below phase 0 (every seed on every val task) could pick nothing: the user's
@@ -661,9 +681,7 @@ fn the_picks_estimate_recomputes_from_the_draws_and_trials_in_the_store() {
 /// so one trial less than the full run's is met inside the finish.
 #[test]
 fn a_budget_met_by_the_finish_keeps_every_estimate_and_resumes_exactly() {
-    let config = |max: u64| {
-        format!("[evaluation]\nstrategy = \"recommended\"\nrho = 0.7\n[budget]\nmax_evaluations = {max}\n")
-    };
+    let config = |max: u64| budgeted(0.7, max);
     let (_tmp, full_dir) = setup_fast(&config(5000));
     let full = search(&full_dir, &mut ParamsProposer::default());
     assert_eq!(full.stopped_early, None, "{full:?}");
@@ -685,34 +703,11 @@ fn a_budget_met_by_the_finish_keeps_every_estimate_and_resumes_exactly() {
         "{cut:?}"
     );
     assert!(cut.pick.estimate.value.is_finite(), "{cut:?}");
-    let record = hevo_search::finalize::SearchRecord::from_report(
-        &cut,
-        &dir.join("hevo.toml"),
-        &["seed".into()],
-    );
-    let back: hevo_search::finalize::SearchRecord =
-        serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
-    assert_eq!(back.pick, cut.pick.name);
+    assert_record_reads_back(&cut, &dir);
 
-    std::fs::write(
-        dir.join("hevo.toml"),
-        std::fs::read_to_string(dir.join("hevo.toml"))
-            .unwrap()
-            .replace(
-                &format!("max_evaluations = {budget}"),
-                "max_evaluations = 5000",
-            ),
-    )
-    .unwrap();
-    let resumed = search(&dir, &mut ParamsProposer::default());
+    let resumed = resume_with_budget(&dir, budget, 5000);
     assert_eq!(resumed.stopped_early, None);
     assert_eq!(resumed.pick.name, full.pick.name);
     assert_eq!(resumed.evaluations, full.evaluations);
-    let names = |r: &SearchReport| {
-        r.candidates
-            .iter()
-            .map(|c| (c.name.clone(), c.estimate.value))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(names(&resumed), names(&full));
+    assert_eq!(estimates(&resumed), estimates(&full));
 }
