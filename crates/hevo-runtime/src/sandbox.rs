@@ -90,6 +90,8 @@ pub struct SandboxLauncher {
     bwrap: PathBuf,
     init: PathBuf,
     options: SandboxOptions,
+    /// Whether this bwrap has `--disable-userns` (0.8 and later).
+    disable_userns: bool,
 }
 
 impl SandboxLauncher {
@@ -101,10 +103,15 @@ impl SandboxLauncher {
         init: PathBuf,
         options: SandboxOptions,
     ) -> Result<SandboxLauncher, String> {
+        let disable_userns = std::process::Command::new(&bwrap)
+            .arg("--help")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--disable-userns"));
         let launcher = SandboxLauncher {
             bwrap,
             init,
             options,
+            disable_userns,
         };
         launcher.probe()?;
         Ok(launcher)
@@ -158,10 +165,19 @@ impl SandboxLauncher {
             "--die-with-parent",
             "--hostname",
             "hevo-sandbox",
+            // Started as root, the process inside keeps every capability of the new user
+            // namespace, enough to remount the read-only binds writable (the host's /usr,
+            // the harness) or unmount the tmpfs that hides the suite: none are kept.
+            "--cap-drop",
+            "ALL",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if self.disable_userns {
+            // No nested user namespace, where a process would get capabilities back.
+            a.push("--disable-userns".into());
+        }
         let s = |p: &Path| p.to_string_lossy().into_owned();
         let bind = |a: &mut Vec<String>, flag: &str, p: &Path| {
             a.extend([flag.to_string(), s(p), s(p)]);
@@ -187,7 +203,11 @@ impl SandboxLauncher {
         }
         let mut ro: Vec<PathBuf> = self.options.read_only.clone();
         ro.extend(access.read_only.iter().cloned());
-        ro.extend(program_prefixes(argv.first().map(String::as_str)));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        ro.extend(program_prefixes(
+            argv.first().map(String::as_str),
+            home.as_deref(),
+        ));
         ro.push(self.init.clone());
         ro.retain(|p| p.exists());
         // Parents before children, so a path inside another is mounted on top of it.
@@ -325,7 +345,14 @@ pub(crate) fn loopback_port(url: &str) -> Option<u16> {
 /// The installation prefixes of a program outside the system directories (the directory
 /// above its `bin/`, for the path found on `PATH` and for the file it links to), so a
 /// Python in a virtualenv or under pyenv runs inside.
-fn program_prefixes(program: Option<&str>) -> Vec<PathBuf> {
+///
+/// The harness names the program, so a prefix that is the home directory `home` or lies
+/// directly in it is shown whole only when it is a runtime's own tree ([`runtime_tree`]:
+/// `~/.pyenv`, `~/miniconda3`, `~/.venv`). Otherwise (`~/bin`, `~/.cargo` with its
+/// `credentials.toml`, `~/.local` with `share/keyrings`) only the program's `bin/` and the
+/// prefix's `lib/` (a `pip --user` script's packages) are shown, or the program file alone
+/// when it is not in a `bin/`.
+fn program_prefixes(program: Option<&str>, home: Option<&Path>) -> Vec<PathBuf> {
     let Some(program) = program else {
         return Vec::new();
     };
@@ -341,14 +368,34 @@ fn program_prefixes(program: Option<&str>) -> Vec<PathBuf> {
         } else {
             dir
         };
-        let system = ["/usr", "/etc", "/opt", "/bin", "/sbin", "/lib"]
-            .iter()
-            .any(|s| prefix.starts_with(s));
-        if !system && prefix != Path::new("/") && prefix.is_absolute() {
-            out.push(prefix.to_path_buf());
+        let near_home = home.is_some_and(|h| h.starts_with(prefix) || prefix.parent() == Some(h));
+        let shown = if !near_home || runtime_tree(prefix) {
+            vec![prefix.to_path_buf()]
+        } else if dir != prefix && !home.is_some_and(|h| h.starts_with(dir)) {
+            vec![dir.to_path_buf(), prefix.join("lib")]
+        } else {
+            // Not in a `bin/`: the program file alone.
+            vec![p.clone()]
+        };
+        for p in shown {
+            let system = ["/usr", "/etc", "/opt", "/bin", "/sbin", "/lib"]
+                .iter()
+                .any(|s| p.starts_with(s));
+            if !system && p != Path::new("/") && p.is_absolute() && !out.contains(&p) {
+                out.push(p);
+            }
         }
     }
     out
+}
+
+/// Whether `dir` is a language runtime's or environment's own tree, which a program in it
+/// needs whole: a virtualenv (`pyvenv.cfg`), a conda install (`conda-meta/`), or a version
+/// manager (`libexec/` and `versions/`: pyenv, rbenv, nodenv).
+fn runtime_tree(dir: &Path) -> bool {
+    dir.join("pyvenv.cfg").is_file()
+        || dir.join("conda-meta").is_dir()
+        || (dir.join("libexec").is_dir() && dir.join("versions").is_dir())
 }
 
 /// Which launcher the CLI uses, and why.
@@ -450,10 +497,70 @@ mod tests {
 
     #[test]
     fn prefixes_skip_system_programs() {
-        assert!(program_prefixes(Some("/usr/bin/python3")).is_empty());
+        let home = Some(Path::new("/home/u"));
+        assert!(program_prefixes(Some("/usr/bin/python3"), home).is_empty());
         assert_eq!(
-            program_prefixes(Some("/home/u/venv/bin/python3"))[0],
-            PathBuf::from("/home/u/venv")
+            program_prefixes(Some("/home/u/work/venv/bin/python3"), home)[0],
+            PathBuf::from("/home/u/work/venv")
+        );
+    }
+
+    /// A harness that names a program in `~/bin` or `~/.cargo/bin` would otherwise have
+    /// the whole home directory or `~/.cargo` (with `credentials.toml`) mounted.
+    #[test]
+    fn prefixes_never_show_the_home_directory_or_a_directory_directly_in_it() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            program_prefixes(Some("/home/u/bin/tool"), home),
+            vec![PathBuf::from("/home/u/bin"), PathBuf::from("/home/u/lib")]
+        );
+        assert_eq!(
+            program_prefixes(Some("/home/u/.cargo/bin/hevo"), home),
+            vec![
+                PathBuf::from("/home/u/.cargo/bin"),
+                PathBuf::from("/home/u/.cargo/lib")
+            ]
+        );
+        for alone in ["/home/u/tool", "/home/tool", "/home/u/work/tool", "/tool"] {
+            assert_eq!(
+                program_prefixes(Some(alone), home),
+                vec![PathBuf::from(alone)]
+            );
+        }
+        assert_eq!(
+            program_prefixes(Some("/srv/tools/tool"), home),
+            vec![PathBuf::from("/srv/tools")]
+        );
+        // A virtualenv directly in the home directory keeps its packages visible.
+        let tmp = tempfile::tempdir().unwrap();
+        let venv = tmp.path().join(".venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        assert_eq!(
+            program_prefixes(
+                Some(&venv.join("bin/python3").to_string_lossy()),
+                Some(tmp.path())
+            ),
+            vec![venv.clone()]
+        );
+        std::fs::remove_file(venv.join("pyvenv.cfg")).unwrap();
+        assert_eq!(
+            program_prefixes(
+                Some(&venv.join("bin/python3").to_string_lossy()),
+                Some(tmp.path())
+            ),
+            vec![venv.join("bin"), venv.join("lib")]
+        );
+        // pyenv's shims need its whole tree.
+        let pyenv = tmp.path().join(".pyenv");
+        std::fs::create_dir_all(pyenv.join("libexec")).unwrap();
+        std::fs::create_dir_all(pyenv.join("versions")).unwrap();
+        assert_eq!(
+            program_prefixes(
+                Some(&pyenv.join("shims/python3").to_string_lossy()),
+                Some(tmp.path())
+            ),
+            vec![pyenv]
         );
     }
 }

@@ -203,6 +203,48 @@ fn the_store_harness_and_suite_cannot_be_written() {
     );
 }
 
+/// Reads its capabilities, then tries to undo the sandbox with them: remount its own
+/// (read-only) harness directory writable and write into it, and make a nested user
+/// namespace. Reports what it saw and what worked.
+const CAPABLE: &str = r##"
+import json, os, subprocess, sys
+json.load(sys.stdin)
+here = sys.argv[1]
+cap = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff:")][0]
+done = []
+subprocess.run(["mount", "-o", "remount,bind,rw", here], capture_output=True)
+try:
+    open(os.path.join(here, "pwned"), "w").write("x"); done.append("harness-write")
+except Exception:
+    pass
+if subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode == 0:
+    done.append("nested-userns")
+print(json.dumps("cap=" + cap + ";" + (",".join(done) or "none")))
+"##;
+
+/// Run as root (the CI's case, and the docs recommend root for cgroups), bwrap used to keep
+/// every capability inside, enough to remount the harness directory, or the host's /usr,
+/// writable. The process inside has none now.
+#[test]
+fn the_sandboxed_process_has_no_capability_to_undo_the_sandbox() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(1);
+    let h = f.harness("capable", CAPABLE).canonicalize().unwrap();
+    f.write(
+        "capable/harness.toml",
+        &format!("entry = [\"python3\", \"h.py\", \"{}\"]\n", h.display()),
+    );
+    let r = run(f.options(&h, &suite, "run"), sandbox);
+    let answer = answers(&r).join("");
+    assert!(
+        answer.starts_with("cap=0000000000000000;"),
+        "the sandboxed process kept capabilities: {answer}"
+    );
+    assert!(answer.ends_with(";none"), "{answer}");
+    assert!(!h.join("pwned").exists());
+}
+
 /// Starts 50 `setsid` children that would outlive the trial by far.
 fn setsid_harness(marker: &str) -> String {
     format!(
