@@ -73,9 +73,11 @@ enum Command {
 
 fn main() -> ExitCode {
     // Inside a sandbox this binary is the init; outside, provider keys leave the
-    // environment `/proc` shows before anything else runs.
+    // environment `/proc` shows before anything else runs, and no descriptor hevo
+    // inherited passes on to what it starts.
     hevo_runtime::sandbox_init::run_if_asked();
     hevo_runtime::custody::protect_keys();
+    hevo_runtime::inherited_fds::close_on_exec();
     let cli = Cli::parse();
     init_logging();
     // One cancellation token for the process: signals become its reasons, and every

@@ -148,6 +148,54 @@ fn provider_keys_are_not_in_any_readable_environ() {
     }
 }
 
+/// Reads every descriptor it holds above stderr, looking for the secret a file hevo's caller
+/// left open holds.
+const FD_THIEF: &str = r#"
+import json, os, sys
+json.load(sys.stdin)
+found = "none"
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        if int(fd) > 2 and b"fd-secret-9317" in os.pread(int(fd), 4096, 0):
+            found = "found on descriptor " + fd
+    except Exception:
+        pass
+print(json.dumps(found))
+"#;
+
+/// A descriptor hevo inherits without close-on-exec (`exec 7<tasks.jsonl` in the shell that
+/// starts it, a pipe of the tool that runs it) used to reach every trial, sandboxed or not:
+/// the harness read the answers from it. None passes on now.
+#[test]
+fn a_descriptor_hevo_inherited_does_not_reach_the_trial() {
+    use std::os::fd::AsRawFd;
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), FD_THIEF);
+    write(
+        &d.path().join("suite/tasks.jsonl"),
+        "{\"id\":\"a\",\"split\":\"val\",\"input\":1,\"expected\":\"none\"}\n",
+    );
+    write(&d.path().join("secret.txt"), "fd-secret-9317\n");
+    let secret = std::fs::File::open(d.path().join("secret.txt")).unwrap();
+    // Inheritable, as a shell's redirection leaves it (Rust opens files close-on-exec).
+    nix::fcntl::fcntl(
+        secret.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    for mode in ["off", "auto"] {
+        let _ = std::fs::remove_dir_all(d.path().join("run"));
+        let o = eval(d.path(), &[], &[("HEVO_SANDBOX", mode)]);
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {}", stderr(&o)));
+        assert_eq!(
+            v["tasks"][0]["details"][0]["answer"], "none",
+            "{mode}: the trial read the inherited descriptor: {v}"
+        );
+    }
+    drop(secret);
+}
+
 /// `hevo eval --pids N` through the real binary: a fork bomb stops at N and its trial's
 /// cause says so; `--pids 0` is exit 2 naming the flag. Skips where hevo can make no
 /// cgroup (it then warns: checked too), unless `HEVO_TEST_CGROUP=1`.

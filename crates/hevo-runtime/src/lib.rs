@@ -38,6 +38,7 @@ pub mod evaluator;
 pub mod executor;
 pub mod failures;
 pub mod harness;
+pub mod inherited_fds;
 pub mod launch;
 pub mod limits;
 pub mod model_access;

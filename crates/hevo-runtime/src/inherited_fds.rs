@@ -1,0 +1,34 @@
+//! Descriptors hevo inherited from whoever started it (a shell's `exec 7<file`, a pipe of the
+//! tool that runs hevo): without `FD_CLOEXEC` they would pass into every trial, sandbox and
+//! proposer hevo starts, which could read the suite or anything else they lead to. hevo's
+//! own descriptors are close-on-exec already (Rust opens every file that way).
+
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+
+/// Marks every descriptor above stderr close-on-exec, so no process hevo starts inherits it.
+/// Call it first thing in `main` (after [`crate::custody::protect_keys`], whose pipe must
+/// survive its re-exec). Returns how many descriptors it marked.
+pub fn close_on_exec() -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    let mut marked = 0;
+    for fd in fds {
+        // A descriptor that closed since the listing (the listing's own) makes fcntl fail,
+        // which is ignored; fcntl on a raw number touches no memory.
+        let Ok(flags) = fcntl(fd, FcntlArg::F_GETFD) else {
+            continue;
+        };
+        let flags = FdFlag::from_bits_truncate(flags);
+        if !flags.contains(FdFlag::FD_CLOEXEC)
+            && fcntl(fd, FcntlArg::F_SETFD(flags | FdFlag::FD_CLOEXEC)).is_ok()
+        {
+            marked += 1;
+        }
+    }
+    marked
+}
