@@ -219,7 +219,8 @@ impl Scorer {
             }
             ScorerConfig::Program { command, timeout_s } => {
                 let argv = resolve_argv(command, ctx.suite_dir);
-                let spec = scorer_spec(&ctx, argv, ctx.suite_dir, secs(*timeout_s), 0);
+                let home = scorer_home()?;
+                let spec = scorer_spec(&ctx, argv, ctx.suite_dir, home.path(), secs(*timeout_s), 0);
                 let out = launcher.launch(spec).await?;
                 match out.exit {
                     Exit::Code(0) => {}
@@ -245,9 +246,26 @@ pub async fn run_test(
     timeout: Duration,
     i: usize,
 ) -> Result<crate::launch::ProcessOutcome, ScoreError> {
+    let home = scorer_home()?;
     Ok(launcher
-        .launch(scorer_spec(ctx, argv, ctx.workdir, timeout, i))
+        .launch(scorer_spec(ctx, argv, ctx.workdir, home.path(), timeout, i))
         .await?)
+}
+
+/// A scorer process's own empty home directory, removed when dropped. The trial's working
+/// directory holds what the harness wrote: as `HOME` it would let the harness plant
+/// `~/.local/lib/python3.X/site-packages/usercustomize.py` (run by every Python scorer, which
+/// then printed a perfect score), `~/.gitconfig` and the like.
+fn scorer_home() -> Result<tempfile::TempDir, ScoreError> {
+    tempfile::Builder::new()
+        .prefix("hevo-scorer-home-")
+        .tempdir()
+        .map_err(|source| {
+            ScoreError::Launch(crate::launch::LaunchError::Io {
+                what: "making a scorer's home directory",
+                source,
+            })
+        })
 }
 
 /// How a test script is run: `.sh` with bash, `.py` with python3, anything else directly.
@@ -278,10 +296,13 @@ fn scorer_spec(
     ctx: &ScoreContext<'_>,
     argv: Vec<String>,
     cwd: &Path,
+    home: &Path,
     timeout: Duration,
     i: usize,
 ) -> LaunchSpec {
-    let mut env = base_env(ctx.workdir);
+    let mut env = base_env(home);
+    // No user site-packages either, wherever HOME points.
+    env.push(("PYTHONNOUSERSITE".into(), "1".into()));
     env.push((
         "HEVO_SUITE_DIR".into(),
         ctx.suite_dir.to_string_lossy().into(),
@@ -308,11 +329,12 @@ fn scorer_spec(
         tail_bytes: 4096,
         cancel: ctx.cancel.clone(),
         // The suite's scorer sees the suite and the trial's directory (read-only when it
-        // is not where it runs); the harness is gone by then, with its whole sandbox.
+        // is not where it runs), and writes its own empty home; the harness is gone by
+        // then, with its whole sandbox.
         access: Access {
             cwd_read_only: cwd != ctx.workdir,
             read_only: vec![ctx.suite_dir.to_path_buf(), ctx.workdir.to_path_buf()],
-            writable: Vec::new(),
+            writable: vec![home.to_path_buf()],
             hidden: Vec::new(),
             private_tmp: false,
         },

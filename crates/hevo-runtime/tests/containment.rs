@@ -245,6 +245,46 @@ fn the_sandboxed_process_has_no_capability_to_undo_the_sandbox() {
     assert!(!h.join("pwned").exists());
 }
 
+/// Answers wrong, and plants a `usercustomize.py` in its working directory's user
+/// site-packages (where Python looks when `HOME` is that directory) that makes any Python
+/// scorer print a perfect score and exit.
+const SCORER_HIJACK: &str = r##"
+import json, os, sys
+json.load(sys.stdin)
+v = "python%d.%d" % sys.version_info[:2]
+site = os.path.join(os.getcwd(), ".local", "lib", v, "site-packages")
+os.makedirs(site, exist_ok=True)
+open(os.path.join(site, "usercustomize.py"), "w").write(
+    "import os, sys\nprint(1.0, flush=True)\nos._exit(0)\n")
+print(json.dumps("wrong answer"))
+"##;
+
+/// A Python scorer program used to run with `HOME` set to the trial's working directory, so
+/// the harness's planted `usercustomize.py` ran inside it and scored every wrong answer 1.
+/// Scorers now get an empty home of their own (and no user site-packages), sandboxed or not.
+#[test]
+fn a_harness_cannot_plant_code_that_the_scorer_runs() {
+    let f = Fixture::new();
+    let suite = f.suite(2);
+    f.write(
+        "suite/suite.toml",
+        "name = \"t\"\n[scorer]\nkind = \"program\"\ncommand = [\"python3\", \"score.py\"]\n",
+    );
+    f.write(
+        "suite/score.py",
+        "import json, sys\nd = json.load(sys.stdin)\nprint(1.0 if d['answer'] == d['expected'] else 0.0)\n",
+    );
+    let h = f.harness("hijack", SCORER_HIJACK);
+    let local = run(
+        f.options(&h, &suite, "run-local"),
+        Arc::new(LocalLauncher::default()),
+    );
+    assert_eq!(local.pass_rate.value, 0.0, "{:?}", answers(&local));
+    let Some(sandbox) = sandbox() else { return };
+    let boxed = run(f.options(&h, &suite, "run-boxed"), sandbox);
+    assert_eq!(boxed.pass_rate.value, 0.0, "{:?}", answers(&boxed));
+}
+
 /// Starts 50 `setsid` children that would outlive the trial by far.
 fn setsid_harness(marker: &str) -> String {
     format!(

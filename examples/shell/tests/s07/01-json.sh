@@ -1,3 +1,3 @@
 #!/usr/bin/env bash
 set -eu
-python3 -c 'import json; json.load(open("config.json"))'
+python3 -I -c 'import json; json.load(open("config.json"))'

@@ -1,3 +1,3 @@
 #!/usr/bin/env bash
 set -eu
-python3 -c 'import json,sys; sys.exit(0 if json.load(open("config.json"))["debug"] is True else 1)'
+python3 -I -c 'import json,sys; sys.exit(0 if json.load(open("config.json"))["debug"] is True else 1)'
