@@ -120,15 +120,22 @@ pub(crate) async fn prepare(
     Ok(state)
 }
 
+/// Sets the mode of every file and folder under `path`, never following a link: the
+/// state is written by the harness's `prepare`, which could leave a link to the store, the
+/// traces or any file of the user's (made world-readable, or unwritable, through it).
 fn set_mode(path: &Path, file_mode: u32, dir_mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(entries) = std::fs::read_dir(path) {
         for e in entries.flatten() {
             let p = e.path();
-            if p.is_dir() {
-                set_mode(&p, file_mode, dir_mode);
-            } else {
-                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(file_mode));
+            match e.file_type() {
+                Ok(t) if t.is_dir() => set_mode(&p, file_mode, dir_mode),
+                Ok(t) if t.is_file() => {
+                    let _ =
+                        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(file_mode));
+                }
+                // Links, sockets, FIFOs: left as they are.
+                _ => {}
             }
         }
     }

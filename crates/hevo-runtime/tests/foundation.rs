@@ -512,6 +512,48 @@ fn prepare_sees_train_split_and_trials_read_its_state() {
     assert_eq!(status_of(&r, "v2"), "fail");
 }
 
+/// `prepare` leaves links in its state to a file of the user's and to a folder outside;
+/// hevo used to make the state read-only through them (a private file became readable by
+/// every user, the store unwritable). Links are left alone now.
+#[test]
+fn links_prepare_leaves_in_its_state_change_no_mode_outside_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    f.write("victim/id_secret", "secret\n");
+    let victim = f.path("victim/id_secret");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(f.path("victim"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    f.write(
+        "harness/harness.toml",
+        "entry = [\"python3\", \"h.py\"]\nprepare = [\"python3\", \"h.py\", \"--prepare\"]\n",
+    );
+    f.write(
+        "harness/h.py",
+        &format!(
+            "import json, os, sys\n\
+             if sys.argv[1:] == ['--prepare']:\n\
+             \x20   os.symlink({:?}, 'file_link')\n\
+             \x20   os.symlink({:?}, 'dir_link')\n\
+             \x20   open('memory.json', 'w').write('{{}}')\n\
+             else:\n\
+             \x20   json.load(sys.stdin)\n\
+             \x20   print(json.dumps('a1'))\n",
+            victim.display().to_string(),
+            f.path("victim").display().to_string()
+        ),
+    );
+    let tasks = vec![
+        json!({"id": "tr1", "split": "train", "input": "q1", "expected": "a1"}),
+        task("v1", json!("q1"), json!("a1")),
+    ];
+    let s = f.suite("kind = \"exact\"", &tasks);
+    let r = run(f.options(&f.path("harness"), &s));
+    assert_eq!(status_of(&r, "v1"), "pass");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&victim), 0o600);
+    assert_eq!(mode(&f.path("victim")), 0o700);
+}
+
 #[test]
 fn tasks_known_to_be_slow_start_first() {
     let f = Fixture::new();
