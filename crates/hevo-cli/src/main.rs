@@ -73,11 +73,12 @@ enum Command {
 
 fn main() -> ExitCode {
     // Inside a sandbox this binary is the init; outside, provider keys leave the
-    // environment `/proc` shows before anything else runs, and no descriptor hevo
-    // inherited passes on to what it starts.
+    // environment `/proc` shows before anything else runs, no descriptor hevo inherited
+    // passes on to what it starts, and hevo may hold as many descriptors as it is allowed.
     hevo_runtime::sandbox_init::run_if_asked();
     hevo_runtime::custody::protect_keys();
-    hevo_runtime::inherited_fds::close_on_exec();
+    hevo_runtime::descriptors::close_inherited_on_exec();
+    hevo_runtime::descriptors::raise_open_file_limit();
     let cli = Cli::parse();
     init_logging();
     // One cancellation token for the process: signals become its reasons, and every

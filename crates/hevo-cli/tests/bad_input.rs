@@ -196,6 +196,44 @@ fn a_descriptor_hevo_inherited_does_not_reach_the_trial() {
     drop(secret);
 }
 
+/// Started under a soft limit of 64 descriptors (the common default is 1024, which a few
+/// trials holding gateway connections used to exhaust: every accept then failed), hevo
+/// raises it to the hard limit; its unsandboxed trial, its child, reads the limit it got.
+#[test]
+fn hevo_raises_its_soft_descriptor_limit_to_the_hard_one() {
+    let d = tempfile::tempdir().unwrap();
+    setup(
+        d.path(),
+        "import json, sys\njson.load(sys.stdin)\n\
+         soft = [l.split()[3] for l in open('/proc/self/limits') if l.startswith('Max open files')][0]\n\
+         print(json.dumps(soft))\n",
+    );
+    let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .unwrap()
+        .1;
+    if hard <= 64 {
+        eprintln!("SKIPPED: the hard descriptor limit here is {hard}");
+        return;
+    }
+    let inner = eval_command(d.path());
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -Sn 64 && exec \"$0\" \"$@\" --no-model")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
+    let want = if hard == nix::sys::resource::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        hard.to_string()
+    };
+    assert_eq!(v["tasks"][0]["details"][0]["answer"], want.as_str(), "{v}");
+}
+
 /// `hevo eval --pids N` through the real binary: a fork bomb stops at N and its trial's
 /// cause says so; `--pids 0` is exit 2 naming the flag. Skips where hevo can make no
 /// cgroup (it then warns: checked too), unless `HEVO_TEST_CGROUP=1`.

@@ -33,12 +33,12 @@
 pub mod cancel;
 pub mod cgroup;
 pub mod custody;
+pub mod descriptors;
 pub mod eval;
 pub mod evaluator;
 pub mod executor;
 pub mod failures;
 pub mod harness;
-pub mod inherited_fds;
 pub mod launch;
 pub mod limits;
 pub mod model_access;
