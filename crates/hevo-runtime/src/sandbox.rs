@@ -90,8 +90,6 @@ pub struct SandboxLauncher {
     bwrap: PathBuf,
     init: PathBuf,
     options: SandboxOptions,
-    /// Whether this bwrap has `--disable-userns` (0.8 and later).
-    disable_userns: bool,
 }
 
 impl SandboxLauncher {
@@ -103,15 +101,10 @@ impl SandboxLauncher {
         init: PathBuf,
         options: SandboxOptions,
     ) -> Result<SandboxLauncher, String> {
-        let disable_userns = std::process::Command::new(&bwrap)
-            .arg("--help")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--disable-userns"));
         let launcher = SandboxLauncher {
             bwrap,
             init,
             options,
-            disable_userns,
         };
         launcher.probe()?;
         Ok(launcher)
@@ -167,17 +160,20 @@ impl SandboxLauncher {
             "hevo-sandbox",
             // Started as root, the process inside keeps every capability of the new user
             // namespace, enough to remount the read-only binds writable (the host's /usr,
-            // the harness) or unmount the tmpfs that hides the suite: none are kept.
+            // the harness) or unmount the tmpfs that hides the suite: none are kept but
+            // binding a low port in its own network namespace (a relay for a base URL on
+            // port 80). A nested user namespace gets capabilities back, but over mounts
+            // the kernel then locks, so it cannot undo them either (tested below; bwrap's
+            // `--disable-userns` would put the process in a namespace apart from its
+            // network's, and relays could no longer bind low ports).
             "--cap-drop",
             "ALL",
+            "--cap-add",
+            "CAP_NET_BIND_SERVICE",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        if self.disable_userns {
-            // No nested user namespace, where a process would get capabilities back.
-            a.push("--disable-userns".into());
-        }
         let s = |p: &Path| p.to_string_lossy().into_owned();
         let bind = |a: &mut Vec<String>, flag: &str, p: &Path| {
             a.extend([flag.to_string(), s(p), s(p)]);
