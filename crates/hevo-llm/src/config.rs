@@ -80,7 +80,9 @@ pub struct BackendSpec {
     /// Retries on 429/5xx/network errors (default 4).
     #[serde(default)]
     pub max_retries: Option<u32>,
-    /// Timeout of one upstream attempt in seconds (default 600).
+    /// The longest the upstream may stay silent, in seconds: to accept the connection, to
+    /// start its answer, and between two pieces of it (default 600). A stream that keeps
+    /// sending is never cut.
     #[serde(default)]
     pub timeout_s: Option<f64>,
     /// `local`: the GGUF file (default: the pulled SmolLM2 under `HEVO_HOME`).

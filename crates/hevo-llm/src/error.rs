@@ -109,9 +109,14 @@ pub enum BackendError {
         /// The upstream's message.
         message: String,
     },
-    /// The upstream could not be reached or its answer could not be read.
-    #[error("upstream unreachable: {0}")]
+    /// The upstream could not be reached, or its answer could not be read (the message says
+    /// which, e.g. `upstream unreachable: ...`).
+    #[error("{0}")]
     Transport(String),
+    /// The upstream stayed silent longer than the backend's `timeout_s`: before its answer
+    /// started or in the middle of it. The provider may have billed the attempt.
+    #[error("upstream timed out: silent for longer than the backend's timeout_s ({0})")]
+    Timeout(String),
     /// The backend failed internally (the local model crashed, a worker stopped).
     #[error("backend failure: {0}")]
     Internal(String),
@@ -125,15 +130,56 @@ pub enum BackendError {
     },
 }
 
+/// True when an upstream's HTTP error `status` is worth another attempt: 429 and 5xx.
+pub fn upstream_status_is_retried(status: u16) -> bool {
+    status == 429 || status >= 500
+}
+
 impl BackendError {
-    /// True for infrastructure faults (upstream 429/5xx, network, backend crash): the trial
-    /// that saw it should be retried, not scored as a harness failure.
+    /// The failure of an HTTP exchange with the upstream, named by what failed: a timeout
+    /// ([`BackendError::Timeout`]), no connection (`upstream unreachable`), or an answer that
+    /// broke off or could not be read (`upstream connection failed`), with every cause.
+    pub(crate) fn http(err: &reqwest::Error) -> BackendError {
+        let mut detail = err.to_string();
+        let mut source = std::error::Error::source(err);
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !detail.contains(&cause_text) {
+                detail = format!("{detail}: {cause_text}");
+            }
+            source = cause.source();
+        }
+        if err.is_timeout() {
+            BackendError::Timeout(detail)
+        } else if err.is_connect() {
+            BackendError::Transport(format!("upstream unreachable: {detail}"))
+        } else {
+            BackendError::Transport(format!("upstream connection failed: {detail}"))
+        }
+    }
+
+    /// True for infrastructure faults (upstream 429/5xx, network, timeouts, backend crash):
+    /// the trial that saw it should be retried, not scored as a harness failure.
     pub fn is_infra(&self) -> bool {
         match self {
             BackendError::BadRequest(_) => false,
-            BackendError::Upstream { status, .. } => *status == 429 || *status >= 500,
-            BackendError::Transport(_) | BackendError::Internal(_) => true,
+            BackendError::Upstream { status, .. } => upstream_status_is_retried(*status),
+            BackendError::Transport(_) | BackendError::Timeout(_) | BackendError::Internal(_) => {
+                true
+            }
             BackendError::Exhausted { last, .. } => last.is_infra(),
+        }
+    }
+
+    /// True when another attempt at the upstream may succeed: 429, 5xx, a network failure or
+    /// a timeout. Each such attempt counts as a retry in the ledger.
+    pub fn is_retried(&self) -> bool {
+        match self {
+            BackendError::Upstream { status, .. } => upstream_status_is_retried(*status),
+            BackendError::Transport(_) | BackendError::Timeout(_) => true,
+            BackendError::BadRequest(_)
+            | BackendError::Internal(_)
+            | BackendError::Exhausted { .. } => false,
         }
     }
 

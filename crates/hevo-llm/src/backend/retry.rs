@@ -1,10 +1,11 @@
-//! Retries with exponential backoff for upstream HTTP calls (429, 5xx, network errors).
+//! Retries with exponential backoff for upstream HTTP calls (429, 5xx, network errors,
+//! timeouts).
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::error::BackendError;
+use crate::error::{upstream_status_is_retried, BackendError};
 
 /// How often and how patiently an upstream call is retried.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,8 +35,9 @@ impl RetryPolicy {
     }
 }
 
-/// Sends the request built by `build` until it succeeds, fails with a non-retryable status, or
-/// retries run out. Returns the JSON body and the [`Retries`].
+/// Sends the request built by `build` until it succeeds, fails in a way another attempt would
+/// not mend ([`BackendError::is_retried`]), or retries run out. Returns the JSON body and the
+/// [`Retries`].
 pub(crate) async fn send_json(
     policy: &RetryPolicy,
     build: impl Fn() -> reqwest::RequestBuilder,
@@ -43,54 +45,40 @@ pub(crate) async fn send_json(
     let mut attempt = 0;
     let mut last_error = None;
     loop {
-        let (err, retry_after) = match build().send().await {
-            Err(err) => (BackendError::Transport(err.to_string()), None),
+        let (err, wait) = match build().send().await {
+            Err(err) => (BackendError::http(&err), None),
             Ok(response) => {
                 let status = response.status();
-                let retry_after = retry_after(&response);
+                let wait = retry_after(&response);
                 match response.bytes().await {
-                    Err(err) => (BackendError::Transport(err.to_string()), None),
+                    Err(err) => (BackendError::http(&err), None),
                     Ok(body) if status.is_success() => {
-                        return serde_json::from_slice(&body)
-                            .map(|value| {
-                                let retries = Retries {
-                                    count: attempt,
-                                    last_error: last_error.clone(),
-                                };
-                                (value, retries)
-                            })
-                            .map_err(|err| {
-                                BackendError::Transport(format!(
-                                    "upstream sent invalid JSON: {err}"
-                                ))
-                            });
-                    }
-                    Ok(body) => {
-                        let message = error_message(&body);
-                        let err = BackendError::Upstream {
-                            status: status.as_u16(),
-                            message,
+                        let value = serde_json::from_slice(&body).map_err(|err| {
+                            BackendError::Transport(format!("upstream sent invalid JSON: {err}"))
+                        })?;
+                        let retries = Retries {
+                            count: attempt,
+                            last_error,
                         };
-                        if !err.is_infra() {
-                            return Err(err);
-                        }
-                        (err, retry_after)
+                        return Ok((value, retries));
                     }
+                    Ok(body) => (upstream_error(status.as_u16(), &body), wait),
                 }
             }
         };
-        if attempt >= policy.max_retries {
+        if !err.is_retried() || attempt >= policy.max_retries {
             return Err(exhausted(err, attempt));
         }
         last_error = Some(err.to_string());
-        tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
+        tokio::time::sleep(policy.backoff(attempt, wait)).await;
         attempt += 1;
     }
 }
 
 /// Sends the request built by `build` until the upstream answers with a status that is not
-/// retried (success or a 4xx other than 429) or retries run out. Returns the response, body
-/// unread (so a stream can be passed on), and the [`Retries`].
+/// retried (success or a 4xx other than 429, which the caller gets as it is), fails in a way
+/// another attempt would not mend, or retries run out. Returns the response,
+/// body unread (so a stream can be passed on), and the [`Retries`].
 pub(crate) async fn send_raw(
     policy: &RetryPolicy,
     build: impl Fn() -> reqwest::RequestBuilder,
@@ -98,28 +86,27 @@ pub(crate) async fn send_raw(
     let mut attempt = 0;
     let mut last_error = None;
     loop {
-        let (err, retry_after) = match build().send().await {
-            Err(err) => (BackendError::Transport(err.to_string()), None),
+        let (err, wait) = match build().send().await {
+            Err(err) => (BackendError::http(&err), None),
             Ok(response) => {
                 let status = response.status().as_u16();
-                if status != 429 && status < 500 {
+                if !upstream_status_is_retried(status) {
                     let retries = Retries {
                         count: attempt,
                         last_error,
                     };
                     return Ok((response, retries));
                 }
-                let retry_after = retry_after(&response);
+                let wait = retry_after(&response);
                 let body = response.bytes().await.unwrap_or_default();
-                let message = error_message(&body);
-                (BackendError::Upstream { status, message }, retry_after)
+                (upstream_error(status, &body), wait)
             }
         };
-        if attempt >= policy.max_retries {
+        if !err.is_retried() || attempt >= policy.max_retries {
             return Err(exhausted(err, attempt));
         }
         last_error = Some(err.to_string());
-        tokio::time::sleep(policy.backoff(attempt, retry_after)).await;
+        tokio::time::sleep(policy.backoff(attempt, wait)).await;
         attempt += 1;
     }
 }
@@ -127,7 +114,7 @@ pub(crate) async fn send_raw(
 /// What retrying cost one call: how many attempts failed first, and the last such failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Retries {
-    /// Failed attempts (429, 5xx, network) before the one that answered.
+    /// Failed attempts (429, 5xx, network, timeout) before the last one.
     pub count: u32,
     /// The last of them, e.g. `upstream returned HTTP 503: overloaded`.
     pub last_error: Option<String>,
@@ -152,6 +139,12 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map(Duration::from_secs_f64)
+}
+
+/// The failure an upstream's error answer (`status`, `body`) stands for.
+fn upstream_error(status: u16, body: &[u8]) -> BackendError {
+    let message = error_message(body);
+    BackendError::Upstream { status, message }
 }
 
 /// The `error.message` of a provider error body, or the body itself.

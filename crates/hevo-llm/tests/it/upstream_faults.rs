@@ -1,0 +1,72 @@
+//! What a harness and the ledger see when the upstream misbehaves, with the official Python
+//! SDKs in front of the [`faulty`](crate::faulty) upstream: streams longer than the backend's
+//! timeout and a silent upstream.
+
+use hevo_llm::{CallRecord, CallStatus};
+use serde_json::{json, Value};
+
+use crate::faulty::{Faulty, WORDS};
+
+/// The ledger rows, in the order the calls were made (the SDK script makes them one by one).
+fn rows(f: &Faulty) -> Vec<CallRecord> {
+    f.sink.records()
+}
+
+/// Asserts that the harness got a 502 from the gateway (the SDK's `InternalServerError`),
+/// whose message contains `says`.
+fn assert_502(result: &Value, says: &str) {
+    assert_eq!(
+        (&result["ok"], &result["error"], &result["status"]),
+        (&json!(false), &json!("InternalServerError"), &json!(502)),
+        "{result}"
+    );
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains(says), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_longer_than_the_timeout_finish_and_a_silent_upstream_times_out() {
+    let f = Faulty::start().await;
+    let calls = json!([
+        {"sdk": "openai", "model": "gpt-trickle", "stream": true},
+        {"sdk": "anthropic", "model": "claude-trickle", "stream": true},
+        {"sdk": "openai", "model": "gpt-trickle"},
+        {"sdk": "anthropic", "model": "claude-trickle", "tools": true},
+        {"sdk": "openai", "model": "gpt-silent"},
+    ]);
+    let Some(results) = f.sdk_calls(calls) else {
+        return;
+    };
+    // every answer arrived in pieces over longer than the 1 s timeout, never silent for it
+    for result in &results[..4] {
+        assert_eq!(result["ok"], true, "{result}");
+        assert_eq!(result["text"], WORDS, "{result}");
+    }
+    let rows = rows(&f);
+    for row in &rows[..4] {
+        assert_eq!(row.status, CallStatus::Ok, "{row:?}");
+        assert_eq!((row.output_tokens, row.retries), (500, 0), "{row:?}");
+        assert!(row.cost_usd > 0.0);
+    }
+    // a silent upstream: each attempt timed out, was retried and counted, and is named so
+    assert_502(&results[4], "timed out");
+    let silent = &rows[4];
+    assert_eq!(
+        (silent.status, silent.retries),
+        (CallStatus::BackendError, 2)
+    );
+    assert_eq!(f.received("silent"), 3, "1 attempt + 2 retries");
+    let error = silent.error.as_deref().unwrap();
+    assert!(
+        error.contains("upstream timed out") && error.contains("(after 2 retries)"),
+        "{error}"
+    );
+    assert!(!error.contains("unreachable"), "{error}");
+    assert!(silent
+        .upstream_error
+        .as_deref()
+        .unwrap()
+        .contains("timed out"));
+    let usage = f.gateway.trial_usage(&f.key).unwrap();
+    assert_eq!((usage.calls, usage.backend_errors), (4, 1));
+}
