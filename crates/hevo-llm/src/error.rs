@@ -8,8 +8,10 @@ use std::path::PathBuf;
 pub enum LlmError {
     /// A routed upstream model has no price and is not marked free.
     #[error(
-        "model `{model}` has no price: add `[prices.\"{model}\"]` with `input`, `cached_input` \
-         and `output` (dollars per million tokens) to hevo.toml, or mark it `free = true`"
+        "model `{model}` has no price: add `[model.prices.\"{model}\"]` with `input`, \
+         `cached_input` and `output` (dollars per million tokens) to hevo.toml, or mark it \
+         `free = true` there (a built-in price covers its own name and that name with a date \
+         suffix, -YYYY-MM-DD or -YYYYMMDD, only; docs/models.md, Prices)"
     )]
     UnpricedModel {
         /// The upstream model name.

@@ -182,6 +182,31 @@ const BUILTIN: &[(&str, ModelPrice)] = &[
     ("smollm2-135m-instruct", ModelPrice::free()),
 ];
 
+/// `model` without its date suffix (`-YYYY-MM-DD` or `-YYYYMMDD`, as providers date
+/// snapshots), or `None` when it has none.
+fn undated(model: &str) -> Option<&str> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let date = |y: &str, m: &str, d: &str| {
+        let month = m.parse::<u32>().unwrap_or(0);
+        let day = d.parse::<u32>().unwrap_or(0);
+        y.len() == 4
+            && digits(y)
+            && digits(m)
+            && digits(d)
+            && (1..=12).contains(&month)
+            && (1..=31).contains(&day)
+    };
+    let (name, suffix) = model.rsplit_once('-')?;
+    // -YYYYMMDD
+    if suffix.len() == 8 && date(&suffix[..4], &suffix[4..6], &suffix[6..]) {
+        return Some(name);
+    }
+    // -YYYY-MM-DD: the last three dash-separated parts
+    let (rest, month) = name.rsplit_once('-')?;
+    let (name, year) = rest.rsplit_once('-')?;
+    (month.len() == 2 && suffix.len() == 2 && date(year, month, suffix)).then_some(name)
+}
+
 /// Model name to prices.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PriceTable {
@@ -233,21 +258,14 @@ impl PriceTable {
         self.with_overrides(parsed)
     }
 
-    /// The price of `model`: an exact entry, else the longest entry that is a prefix of it
-    /// followed by `-` (so a dated `gpt-4o-2024-08-06` gets `gpt-4o`'s price).
+    /// The price of `model`: its own entry, else, for a dated name, the entry of the name
+    /// without the date (`gpt-4o-2024-08-06` gets `gpt-4o`'s price, `claude-sonnet-4-20250514`
+    /// `claude-sonnet-4`'s). Nothing else falls back: `o3-pro` is another model than `o3`
+    /// and has no price until it is given one.
     pub fn get(&self, model: &str) -> Option<&ModelPrice> {
-        if let Some(price) = self.prices.get(model) {
-            return Some(price);
-        }
         self.prices
-            .iter()
-            .filter(|(name, _)| {
-                model.len() > name.len()
-                    && model.starts_with(name.as_str())
-                    && model.as_bytes()[name.len()] == b'-'
-            })
-            .max_by_key(|(name, _)| name.len())
-            .map(|(_, price)| price)
+            .get(model)
+            .or_else(|| undated(model).and_then(|name| self.prices.get(name)))
     }
 
     /// The dollars `usage` of `model` costs; `None` when the model is not priced.
@@ -290,14 +308,46 @@ mod tests {
     }
 
     #[test]
-    fn dated_model_falls_back_to_longest_prefix() {
+    fn only_a_dated_name_takes_the_price_of_the_name_without_its_date() {
         let table = PriceTable::builtin();
         assert_eq!(
             table.get("gpt-4o-mini-2024-07-18"),
             table.get("gpt-4o-mini")
         );
         assert_eq!(table.get("gpt-4o-2024-08-06"), table.get("gpt-4o"));
-        assert!(table.get("gpt-4oz").is_none());
+        assert_eq!(
+            table.get("claude-sonnet-4-20250514"),
+            table.get("claude-sonnet-4")
+        );
+        assert_eq!(
+            table.get("claude-opus-4-1-20250805"),
+            table.get("claude-opus-4-1")
+        );
+        assert!(table.get("gpt-4o").is_some());
+        // other models that merely start with a priced name are not priced by it
+        for other in [
+            "o3-pro",
+            "gpt-5-pro",
+            "gpt-5-codex",
+            "gpt-4o-audio-preview",
+            "claude-sonnet-4-latest",
+            "gpt-4oz",
+            "gpt-4o-2024-13-06",
+            "gpt-4o-2024",
+            "gpt-4o-20241",
+            "o3-pro-2025-06-10",
+        ] {
+            assert!(table.get(other).is_none(), "{other} is priced");
+            let err = table.check([other]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("[model.prices.\"{other}\"]")),
+                "{err}"
+            );
+        }
+        let table = table
+            .with_toml("[\"o3-pro\"]\ninput = 20.0\noutput = 80.0\n")
+            .unwrap();
+        assert_eq!(table.get("o3-pro-2025-06-10").unwrap().input, 20.0);
     }
 
     #[test]
