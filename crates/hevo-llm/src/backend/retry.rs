@@ -1,5 +1,5 @@
 //! Retries with exponential backoff for upstream HTTP calls (429, 5xx, network errors,
-//! timeouts).
+//! timeouts), honouring a sane `Retry-After`.
 
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ pub(crate) async fn send_json(
             Err(err) => (BackendError::http(&err), None),
             Ok(response) => {
                 let status = response.status();
-                let wait = retry_after(&response);
+                let wait = retry_after(&response, policy.max_backoff);
                 match response.bytes().await {
                     Err(err) => (BackendError::http(&err), None),
                     Ok(body) if status.is_success() => {
@@ -97,7 +97,7 @@ pub(crate) async fn send_raw(
                     };
                     return Ok((response, retries));
                 }
-                let wait = retry_after(&response);
+                let wait = retry_after(&response, policy.max_backoff);
                 let body = response.bytes().await.unwrap_or_default();
                 (upstream_error(status, &body), wait)
             }
@@ -132,13 +132,24 @@ fn exhausted(err: BackendError, retries: u32) -> BackendError {
     }
 }
 
-fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+/// The wait a response's `Retry-After` header asks for, at most `cap` ([`seconds_to_wait`]).
+fn retry_after(response: &reqwest::Response, cap: Duration) -> Option<Duration> {
     response
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(Duration::from_secs_f64)
+        .and_then(|v| seconds_to_wait(v, cap))
+}
+
+/// The wait a `Retry-After` value in seconds asks for, at most `cap`. Only a finite number
+/// of seconds, 0 or more, counts: anything else (negative, `NaN`, `inf`, an HTTP date, text)
+/// is ignored, and the policy's own backoff applies.
+fn seconds_to_wait(value: &str, cap: Duration) -> Option<Duration> {
+    let secs = value.trim().parse::<f64>().ok()?;
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    Duration::try_from_secs_f64(secs.min(cap.as_secs_f64())).ok()
 }
 
 /// The failure an upstream's error answer (`status`, `body`) stands for.
@@ -158,4 +169,42 @@ fn error_message(body: &[u8]) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| text.chars().take(500).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_keeps_only_finite_waits_of_zero_or_more_and_caps_them() {
+        let cap = Duration::from_secs(30);
+        assert_eq!(seconds_to_wait("2", cap), Some(Duration::from_secs(2)));
+        assert_eq!(
+            seconds_to_wait(" 0.5 ", cap),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(seconds_to_wait("0", cap), Some(Duration::ZERO));
+        assert_eq!(seconds_to_wait("-0", cap), Some(Duration::ZERO));
+        assert_eq!(seconds_to_wait("1e30", cap), Some(cap));
+        assert_eq!(seconds_to_wait("1e400", cap), None, "parses as infinity");
+        for ignored in ["-1", "-0.001", "NaN", "nan", "inf", "-inf", "soon", ""] {
+            assert_eq!(seconds_to_wait(ignored, cap), None, "{ignored:?}");
+        }
+        assert_eq!(
+            seconds_to_wait("Wed, 21 Oct 2015 07:28:00 GMT", cap),
+            None,
+            "an HTTP date is not a number of seconds"
+        );
+    }
+
+    #[test]
+    fn the_backoff_is_capped_whatever_the_header_asks() {
+        let policy = RetryPolicy::default();
+        assert_eq!(
+            policy.backoff(0, seconds_to_wait("1e30", policy.max_backoff)),
+            policy.max_backoff
+        );
+        assert_eq!(policy.backoff(0, None), policy.initial_backoff);
+        assert_eq!(policy.backoff(40, None), policy.max_backoff);
+    }
 }

@@ -1,6 +1,6 @@
 //! What a harness and the ledger see when the upstream misbehaves, with the official Python
 //! SDKs in front of the [`faulty`](crate::faulty) upstream: streams longer than the backend's
-//! timeout and a silent upstream.
+//! timeout, a silent upstream and nonsense `Retry-After` headers.
 
 use hevo_llm::{CallRecord, CallStatus};
 use serde_json::{json, Value};
@@ -69,4 +69,32 @@ async fn streams_longer_than_the_timeout_finish_and_a_silent_upstream_times_out(
         .contains("timed out"));
     let usage = f.gateway.trial_usage(&f.key).unwrap();
     assert_eq!((usage.calls, usage.backend_errors), (4, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn negative_nan_and_huge_retry_after_headers_neither_panic_nor_stall() {
+    let f = Faulty::start().await;
+    let calls = json!([
+        {"sdk": "openai", "model": "gpt-retry-after-neg"},
+        {"sdk": "openai", "model": "gpt-retry-after-nan"},
+        {"sdk": "openai", "model": "gpt-retry-after-huge", "stream": true},
+        {"sdk": "anthropic", "model": "claude-retry-after-huge"},
+        {"sdk": "openai", "model": "gpt-plain"},
+    ]);
+    let Some(results) = f.sdk_calls(calls) else {
+        return;
+    };
+    for result in &results[..4] {
+        assert_502(result, "HTTP 503: busy (after 2 retries)");
+    }
+    assert_eq!(results[4]["text"], WORDS, "the gateway still answers");
+    for model in ["retry-after-neg", "retry-after-nan"] {
+        assert_eq!(f.received(model), 3, "{model}: 1 attempt + 2 retries");
+    }
+    assert_eq!(f.received("retry-after-huge"), 6);
+    let rows = rows(&f);
+    for row in &rows[..4] {
+        assert_eq!((row.status, row.retries), (CallStatus::BackendError, 2));
+    }
+    assert_eq!(rows[4].status, CallStatus::Ok);
 }
