@@ -132,7 +132,16 @@ pub enum BackendError {
     },
 }
 
-/// True when an upstream's HTTP error `status` is worth another attempt: 429 and 5xx.
+/// True when an upstream's HTTP error `status` is an infrastructure fault, not the request's:
+/// 429 and 5xx (the provider is overloaded or failing) and 401 and 403 (the provider refused
+/// the backend's key or account, which is hevo's configuration, not the harness's doing).
+/// Any other error status (400, 404, 413, 422, ...) is the request's fault and is passed on.
+pub fn upstream_status_is_infra(status: u16) -> bool {
+    matches!(status, 401 | 403) || upstream_status_is_retried(status)
+}
+
+/// True when an upstream's HTTP error `status` is worth another attempt: 429 and 5xx. A
+/// refused key (401, 403) would be refused again.
 pub fn upstream_status_is_retried(status: u16) -> bool {
     status == 429 || status >= 500
 }
@@ -160,12 +169,12 @@ impl BackendError {
         }
     }
 
-    /// True for infrastructure faults (upstream 429/5xx, network, timeouts, backend crash):
-    /// the trial that saw it should be retried, not scored as a harness failure.
+    /// True for infrastructure faults (upstream 401/403/429/5xx, network, timeouts, backend
+    /// crash): the trial that saw it should be retried, not scored as a harness failure.
     pub fn is_infra(&self) -> bool {
         match self {
             BackendError::BadRequest(_) => false,
-            BackendError::Upstream { status, .. } => upstream_status_is_retried(*status),
+            BackendError::Upstream { status, .. } => upstream_status_is_infra(*status),
             BackendError::Transport(_) | BackendError::Timeout(_) | BackendError::Internal(_) => {
                 true
             }
@@ -191,5 +200,38 @@ impl BackendError {
             BackendError::Exhausted { retries, .. } => *retries,
             _ => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_provider_key_is_an_infra_fault_that_is_not_retried() {
+        for status in [401, 403] {
+            let err = BackendError::Upstream {
+                status,
+                message: "invalid key".into(),
+            };
+            assert!(err.is_infra() && !err.is_retried(), "{status}");
+        }
+        for status in [429, 500, 503] {
+            let err = BackendError::Upstream {
+                status,
+                message: String::new(),
+            };
+            assert!(err.is_infra() && err.is_retried(), "{status}");
+        }
+        for status in [400, 404, 413, 422] {
+            let err = BackendError::Upstream {
+                status,
+                message: String::new(),
+            };
+            assert!(!err.is_infra() && !err.is_retried(), "{status}");
+        }
+        let timeout = BackendError::Timeout("operation timed out".into());
+        assert!(timeout.is_infra() && timeout.is_retried());
+        assert!(timeout.to_string().contains("timed out"), "{timeout}");
     }
 }

@@ -100,8 +100,9 @@ impl std::fmt::Debug for RawBody {
     }
 }
 
-/// An upstream's answer to a [`RawRequest`]: its status (an error status the upstream chose
-/// not to have retried, such as 400, is passed on too), content type and body.
+/// An upstream's answer to a [`RawRequest`]: its status (an error status that is the request's
+/// fault, such as 400, is passed on too; an infrastructure fault, such as 401 or 503, is an
+/// error instead), content type and body.
 #[derive(Debug)]
 pub struct RawReply {
     /// HTTP status.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::error::{upstream_status_is_retried, BackendError};
+use crate::error::{upstream_status_is_infra, BackendError};
 
 /// How often and how patiently an upstream call is retried.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,9 +75,9 @@ pub(crate) async fn send_json(
     }
 }
 
-/// Sends the request built by `build` until the upstream answers with a status that is not
-/// retried (success or a 4xx other than 429, which the caller gets as it is), fails in a way
-/// another attempt would not mend, or retries run out. Returns the response,
+/// Sends the request built by `build` until the upstream answers with a status that is not an
+/// infrastructure fault (success, or the request's own 4xx, which the caller gets as it is),
+/// fails in a way another attempt would not mend, or retries run out. Returns the response,
 /// body unread (so a stream can be passed on), and the [`Retries`].
 pub(crate) async fn send_raw(
     policy: &RetryPolicy,
@@ -90,7 +90,7 @@ pub(crate) async fn send_raw(
             Err(err) => (BackendError::http(&err), None),
             Ok(response) => {
                 let status = response.status().as_u16();
-                if !upstream_status_is_retried(status) {
+                if !upstream_status_is_infra(status) {
                     let retries = Retries {
                         count: attempt,
                         last_error,
@@ -152,9 +152,16 @@ fn seconds_to_wait(value: &str, cap: Duration) -> Option<Duration> {
     Duration::try_from_secs_f64(secs.min(cap.as_secs_f64())).ok()
 }
 
-/// The failure an upstream's error answer (`status`, `body`) stands for.
+/// The failure an upstream's error answer (`status`, `body`) stands for. A refused key
+/// (401, 403) says so: it is hevo's configuration, not the harness's request.
 fn upstream_error(status: u16, body: &[u8]) -> BackendError {
-    let message = error_message(body);
+    let mut message = error_message(body);
+    if matches!(status, 401 | 403) {
+        message.push_str(
+            " (the provider refused the key or account of hevo's backend; check the \
+             backend's api_key_env)",
+        );
+    }
     BackendError::Upstream { status, message }
 }
 

@@ -1,6 +1,6 @@
 //! What a harness and the ledger see when the upstream misbehaves, with the official Python
 //! SDKs in front of the [`faulty`](crate::faulty) upstream: streams longer than the backend's
-//! timeout, a silent upstream and nonsense `Retry-After` headers.
+//! timeout, a silent upstream, a refused provider key and nonsense `Retry-After` headers.
 
 use hevo_llm::{CallRecord, CallStatus};
 use serde_json::{json, Value};
@@ -69,6 +69,40 @@ async fn streams_longer_than_the_timeout_finish_and_a_silent_upstream_times_out(
         .contains("timed out"));
     let usage = f.gateway.trial_usage(&f.key).unwrap();
     assert_eq!((usage.calls, usage.backend_errors), (4, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_provider_key_is_an_infra_fault_and_not_retried() {
+    let f = Faulty::start().await;
+    let calls = json!([
+        {"sdk": "openai", "model": "gpt-refused-401"},
+        {"sdk": "openai", "model": "gpt-refused-401", "stream": true},
+        {"sdk": "openai", "model": "gpt-refused-403", "tools": true},
+        {"sdk": "anthropic", "model": "claude-refused-401"},
+        {"sdk": "anthropic", "model": "claude-refused-403", "stream": true},
+    ]);
+    let Some(results) = f.sdk_calls(calls) else {
+        return;
+    };
+    // the harness's own key was fine: it gets 502, never 401 (AuthenticationError) or 403
+    for result in &results {
+        assert_502(result, "refused the key or account of hevo's backend");
+    }
+    let rows = rows(&f);
+    assert_eq!(rows.len(), 5);
+    for row in &rows {
+        assert_eq!((row.status, row.retries), (CallStatus::BackendError, 0));
+        let error = row.error.as_deref().unwrap();
+        assert!(error.contains("HTTP 40"), "{error}");
+    }
+    assert_eq!(
+        (f.received("refused-401"), f.received("refused-403")),
+        (3, 2),
+        "a refused key is not retried"
+    );
+    // backend errors are what make a failing trial `infra_error` rather than the harness's
+    let usage = f.gateway.trial_usage(&f.key).unwrap();
+    assert_eq!((usage.calls, usage.backend_errors), (0, 5));
 }
 
 #[tokio::test(flavor = "multi_thread")]
