@@ -13,8 +13,8 @@
 //!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
 //!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
 //! - `faulty`, `upstream_faults`: an upstream that misbehaves on purpose (slow streams,
-//!   silence, refused keys, odd `Retry-After`) and what the official SDKs and the ledger
-//!   see through the gateway.
+//!   silence, refused keys, odd `Retry-After`, prompt-cache writes) and what the official
+//!   SDKs and the ledger see through the gateway.
 
 mod agent_clis;
 mod anthropic;

@@ -1,6 +1,7 @@
 //! What a harness and the ledger see when the upstream misbehaves, with the official Python
 //! SDKs in front of the [`faulty`](crate::faulty) upstream: streams longer than the backend's
-//! timeout, a silent upstream, a refused provider key and nonsense `Retry-After` headers.
+//! timeout, a silent upstream, a refused provider key, nonsense `Retry-After` headers, and
+//! Anthropic's prompt-cache writes.
 
 use hevo_llm::{CallRecord, CallStatus};
 use serde_json::{json, Value};
@@ -131,4 +132,46 @@ async fn negative_nan_and_huge_retry_after_headers_neither_panic_nor_stall() {
         assert_eq!((row.status, row.retries), (CallStatus::BackendError, 2));
     }
     assert_eq!(rows[4].status, CallStatus::Ok);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_cache_writes_are_recorded_and_priced_above_input() {
+    let f = Faulty::start().await;
+    let calls = json!([
+        {"sdk": "anthropic", "model": "claude-sonnet-4"},
+        {"sdk": "anthropic", "model": "claude-sonnet-4", "stream": true},
+        {"sdk": "anthropic", "model": "claude-sonnet-4", "tools": true},
+    ]);
+    let Some(results) = f.sdk_calls(calls) else {
+        return;
+    };
+    assert!(results.iter().all(|r| r["ok"] == true), "{results:?}");
+    // 100 input tokens at $3, 200 written for 5 minutes at $3.75, 100 for an hour at $6,
+    // 600 read at $0.30 and 500 output at $15 per million (claude-sonnet-4)
+    let expected = (100.0 * 3.0 + 200.0 * 3.75 + 100.0 * 6.0 + 600.0 * 0.3 + 500.0 * 15.0) / 1e6;
+    let rows = rows(&f);
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        assert_eq!(row.status, CallStatus::Ok, "{row:?}");
+        assert_eq!(
+            (
+                row.input_tokens,
+                row.cached_tokens,
+                row.cache_write_tokens,
+                row.cache_write_1h_tokens,
+                row.output_tokens
+            ),
+            (400, 600, 300, 100, 500),
+            "{} {row:?}",
+            row.endpoint
+        );
+        assert!(
+            (row.cost_usd - expected).abs() < 1e-12,
+            "{}: ${} instead of ${expected}",
+            row.endpoint,
+            row.cost_usd
+        );
+    }
+    let usage = f.gateway.trial_usage(&f.key).unwrap();
+    assert!((usage.cost_usd - 3.0 * expected).abs() < 1e-12);
 }
