@@ -258,8 +258,10 @@ impl LedgerSink for SqliteSink {
         let result = conn.execute(
             "INSERT INTO model_calls (trial_key, model, input_tokens, cached_tokens, output_tokens, \
              cost_usd, latency_ms, cache_hit, status, candidate_id, trial_index, task_id, \
-             retries, error, upstream_error, cache_write_tokens, cache_write_1h_tokens) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+             retries, error, upstream_error, endpoint, seq, started_at_ms, cache_write_tokens, \
+             cache_write_1h_tokens) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+             ?18, ?19, ?20)",
             rusqlite::params![
                 r.trial_id,
                 r.model,
@@ -276,6 +278,9 @@ impl LedgerSink for SqliteSink {
                 r.retries,
                 r.error,
                 r.upstream_error,
+                r.endpoint,
+                r.seq as i64,
+                r.started_at_ms as i64,
                 r.cache_write_tokens as i64,
                 r.cache_write_1h_tokens as i64,
             ],
@@ -355,10 +360,10 @@ mod tests {
         assert!(err.contains("5 bytes, expected 32"), "{err}");
     }
 
-    /// A store made before `model_calls` had a call's prompt-cache writes: its rows stay
-    /// readable, and new rows get the writes.
+    /// A store made before `model_calls` had a call's endpoint, position, start and cache
+    /// writes: its rows stay readable, and new rows get every column of the ledger.
     #[test]
-    fn the_store_keeps_cache_writes_and_old_stores_gain_the_columns() {
+    fn the_store_keeps_every_ledger_column_and_old_stores_gain_them() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("hevo.db");
         let old = rusqlite::Connection::open(&path).unwrap();
@@ -400,21 +405,48 @@ mod tests {
         };
         sink.record(&record);
         let conn = rusqlite::Connection::open(&path).unwrap();
-        let rows: Vec<(String, i64, i64, i64)> = conn
+        type Row = (
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+            i64,
+            i64,
+            i64,
+        );
+        let rows: Vec<Row> = conn
             .prepare(
-                "SELECT trial_key, input_tokens, cache_write_tokens, cache_write_1h_tokens \
-                 FROM model_calls ORDER BY id",
+                "SELECT trial_key, endpoint, seq, started_at_ms, input_tokens, \
+                 cache_write_tokens, cache_write_1h_tokens FROM model_calls ORDER BY id",
             )
             .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(
             rows,
             vec![
-                ("r/c1/0/old".into(), 7, 0, 0),
-                ("r/c1/0/t".into(), 400, 300, 100),
+                ("r/c1/0/old".into(), None, None, None, 7, 0, 0),
+                (
+                    "r/c1/0/t".into(),
+                    Some("anthropic.messages".into()),
+                    Some(4),
+                    Some(1_700_000_000_123),
+                    400,
+                    300,
+                    100
+                ),
             ]
         );
     }
