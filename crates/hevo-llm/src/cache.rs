@@ -135,6 +135,7 @@ mod tests {
                 prompt_tokens: 3,
                 cached_tokens: 1,
                 output_tokens: 2,
+                ..Usage::default()
             },
             logprobs: None,
         };

@@ -80,8 +80,10 @@ pub struct BackendSpec {
     /// Retries on 429/5xx/network errors (default 4).
     #[serde(default)]
     pub max_retries: Option<u32>,
-    /// Timeout of one upstream attempt in seconds (default 600).
-    #[serde(default)]
+    /// The longest the upstream may stay silent, in seconds: to accept the connection, to
+    /// start its answer, and between two pieces of it (default 600). A stream that keeps
+    /// sending is never cut. A number above 0 and at most [`MAX_TIMEOUT_S`].
+    #[serde(default, deserialize_with = "timeout_seconds")]
     pub timeout_s: Option<f64>,
     /// `local`: the GGUF file (default: the pulled SmolLM2 under `HEVO_HOME`).
     #[serde(default)]
@@ -96,6 +98,27 @@ pub struct BackendSpec {
     /// `local`: context length in tokens (default 4096).
     #[serde(default)]
     pub context_size: Option<u32>,
+}
+
+/// The longest `timeout_s` accepted: 7 days, hevo's bound on every duration a user writes.
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// The default `timeout_s`.
+const DEFAULT_TIMEOUT_S: f64 = 600.0;
+
+/// Reads `timeout_s`, refusing what is not a number of seconds above 0 and at most
+/// [`MAX_TIMEOUT_S`] (`inf`, `nan`, 0, negative numbers), so the error names the file, the
+/// line and the key instead of a panic when the backend is built.
+fn timeout_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let secs = f64::deserialize(d)?;
+    if secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S {
+        Ok(Some(secs))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "timeout_s = {secs} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S} \
+             (7 days); give the longest the upstream may stay silent, e.g. timeout_s = 600"
+        )))
+    }
 }
 
 /// `[caps]`: per-trial and per-run limits.
@@ -188,7 +211,17 @@ impl ModelLayerConfig {
             if let Some(n) = spec.max_retries {
                 retry.max_retries = n;
             }
-            let timeout = Duration::from_secs_f64(spec.timeout_s.unwrap_or(600.0).max(0.001));
+            let secs = spec.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
+            let timeout = Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|t| !t.is_zero() && secs <= MAX_TIMEOUT_S)
+                .ok_or_else(|| LlmError::BackendConfig {
+                    backend: spec.name.clone(),
+                    message: format!(
+                        "timeout_s = {secs} is not a number of seconds above 0 and at most \
+                         {MAX_TIMEOUT_S}"
+                    ),
+                })?;
             let backend: Arc<dyn Backend> = match spec.kind {
                 BackendKind::Openai => {
                     let base = spec
@@ -302,5 +335,28 @@ mod tests {
         let err = toml::from_str::<ModelLayerConfig>("[[models]]\nname = \"m\"\nbakend = \"x\"\n")
             .unwrap_err();
         assert!(err.to_string().contains("bakend"), "{err}");
+    }
+
+    #[test]
+    fn a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_when_read() {
+        let backend = |timeout: &str| {
+            format!("[[backends]]\nname = \"o\"\nkind = \"openai\"\ntimeout_s = {timeout}\n")
+        };
+        for bad in ["inf", "-inf", "nan", "0", "-1", "1e300"] {
+            let err = toml::from_str::<ModelLayerConfig>(&backend(bad)).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                message.contains("timeout_s") && message.contains("line 4"),
+                "{bad}: {message}"
+            );
+        }
+        let config: ModelLayerConfig = toml::from_str(&backend("0.5")).unwrap();
+        assert_eq!(config.backends[0].timeout_s, Some(0.5));
+        assert_eq!(config.build_backends().unwrap().len(), 1);
+        // a spec built in code, not read, is checked when its backend is built
+        let mut config = config;
+        config.backends[0].timeout_s = Some(f64::INFINITY);
+        let err = config.build_backends().err().unwrap();
+        assert!(err.to_string().contains("timeout_s = inf"), "{err}");
     }
 }

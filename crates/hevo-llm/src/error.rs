@@ -8,8 +8,10 @@ use std::path::PathBuf;
 pub enum LlmError {
     /// A routed upstream model has no price and is not marked free.
     #[error(
-        "model `{model}` has no price: add `[prices.\"{model}\"]` with `input`, `cached_input` \
-         and `output` (dollars per million tokens) to hevo.toml, or mark it `free = true`"
+        "model `{model}` has no price: add `[model.prices.\"{model}\"]` with `input`, \
+         `cached_input` and `output` (dollars per million tokens) to hevo.toml, or mark it \
+         `free = true` there (a built-in price covers its own name and that name with a date \
+         suffix, -YYYY-MM-DD or -YYYYMMDD, only; docs/models.md, Prices)"
     )]
     UnpricedModel {
         /// The upstream model name.
@@ -109,9 +111,14 @@ pub enum BackendError {
         /// The upstream's message.
         message: String,
     },
-    /// The upstream could not be reached or its answer could not be read.
-    #[error("upstream unreachable: {0}")]
+    /// The upstream could not be reached, or its answer could not be read (the message says
+    /// which, e.g. `upstream unreachable: ...`).
+    #[error("{0}")]
     Transport(String),
+    /// The upstream stayed silent longer than the backend's `timeout_s`: before its answer
+    /// started or in the middle of it. The provider may have billed the attempt.
+    #[error("upstream timed out: silent for longer than the backend's timeout_s ({0})")]
+    Timeout(String),
     /// The backend failed internally (the local model crashed, a worker stopped).
     #[error("backend failure: {0}")]
     Internal(String),
@@ -125,15 +132,65 @@ pub enum BackendError {
     },
 }
 
+/// True when an upstream's HTTP error `status` is an infrastructure fault, not the request's:
+/// 429 and 5xx (the provider is overloaded or failing) and 401 and 403 (the provider refused
+/// the backend's key or account, which is hevo's configuration, not the harness's doing).
+/// Any other error status (400, 404, 413, 422, ...) is the request's fault and is passed on.
+pub fn upstream_status_is_infra(status: u16) -> bool {
+    matches!(status, 401 | 403) || upstream_status_is_retried(status)
+}
+
+/// True when an upstream's HTTP error `status` is worth another attempt: 429 and 5xx. A
+/// refused key (401, 403) would be refused again.
+pub fn upstream_status_is_retried(status: u16) -> bool {
+    status == 429 || status >= 500
+}
+
 impl BackendError {
-    /// True for infrastructure faults (upstream 429/5xx, network, backend crash): the trial
-    /// that saw it should be retried, not scored as a harness failure.
+    /// The failure of an HTTP exchange with the upstream, named by what failed: a timeout
+    /// ([`BackendError::Timeout`]), no connection (`upstream unreachable`), or an answer that
+    /// broke off or could not be read (`upstream connection failed`), with every cause.
+    pub(crate) fn http(err: &reqwest::Error) -> BackendError {
+        let mut detail = err.to_string();
+        let mut source = std::error::Error::source(err);
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !detail.contains(&cause_text) {
+                detail = format!("{detail}: {cause_text}");
+            }
+            source = cause.source();
+        }
+        if err.is_timeout() {
+            BackendError::Timeout(detail)
+        } else if err.is_connect() {
+            BackendError::Transport(format!("upstream unreachable: {detail}"))
+        } else {
+            BackendError::Transport(format!("upstream connection failed: {detail}"))
+        }
+    }
+
+    /// True for infrastructure faults (upstream 401/403/429/5xx, network, timeouts, backend
+    /// crash): the trial that saw it should be retried, not scored as a harness failure.
     pub fn is_infra(&self) -> bool {
         match self {
             BackendError::BadRequest(_) => false,
-            BackendError::Upstream { status, .. } => *status == 429 || *status >= 500,
-            BackendError::Transport(_) | BackendError::Internal(_) => true,
+            BackendError::Upstream { status, .. } => upstream_status_is_infra(*status),
+            BackendError::Transport(_) | BackendError::Timeout(_) | BackendError::Internal(_) => {
+                true
+            }
             BackendError::Exhausted { last, .. } => last.is_infra(),
+        }
+    }
+
+    /// True when another attempt at the upstream may succeed: 429, 5xx, a network failure or
+    /// a timeout. Each such attempt counts as a retry in the ledger.
+    pub fn is_retried(&self) -> bool {
+        match self {
+            BackendError::Upstream { status, .. } => upstream_status_is_retried(*status),
+            BackendError::Transport(_) | BackendError::Timeout(_) => true,
+            BackendError::BadRequest(_)
+            | BackendError::Internal(_)
+            | BackendError::Exhausted { .. } => false,
         }
     }
 
@@ -143,5 +200,38 @@ impl BackendError {
             BackendError::Exhausted { retries, .. } => *retries,
             _ => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_provider_key_is_an_infra_fault_that_is_not_retried() {
+        for status in [401, 403] {
+            let err = BackendError::Upstream {
+                status,
+                message: "invalid key".into(),
+            };
+            assert!(err.is_infra() && !err.is_retried(), "{status}");
+        }
+        for status in [429, 500, 503] {
+            let err = BackendError::Upstream {
+                status,
+                message: String::new(),
+            };
+            assert!(err.is_infra() && err.is_retried(), "{status}");
+        }
+        for status in [400, 404, 413, 422] {
+            let err = BackendError::Upstream {
+                status,
+                message: String::new(),
+            };
+            assert!(!err.is_infra() && !err.is_retried(), "{status}");
+        }
+        let timeout = BackendError::Timeout("operation timed out".into());
+        assert!(timeout.is_infra() && timeout.is_retried());
+        assert!(timeout.to_string().contains("timed out"), "{timeout}");
     }
 }

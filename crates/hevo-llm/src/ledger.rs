@@ -55,10 +55,17 @@ pub struct CallRecord {
     pub started_at_ms: u64,
     /// The model that was priced (the upstream model name).
     pub model: String,
-    /// Prompt tokens not served from a prompt cache.
+    /// Prompt tokens not served from a prompt cache (cache writes included).
     pub input_tokens: u64,
     /// Prompt tokens served from a prompt cache (priced at the cached-input rate).
     pub cached_tokens: u64,
+    /// The part of `input_tokens` written to the provider's prompt cache (priced at the
+    /// cache-write rate), 1-hour writes included.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// The part of `cache_write_tokens` written to the 1-hour cache (priced at its rate).
+    #[serde(default)]
+    pub cache_write_1h_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,
     /// Dollars from the price table (for a response-cache hit: what the call would have cost).

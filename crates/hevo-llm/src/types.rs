@@ -77,6 +77,13 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// The part of `prompt_tokens` served from the provider's prompt cache (cheaper).
     pub cached_tokens: u64,
+    /// The part of `prompt_tokens` written to the provider's prompt cache (Anthropic bills
+    /// writes above uncached input), 1-hour writes included.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// The part of `cache_write_tokens` written to the 1-hour cache (billed higher still).
+    #[serde(default)]
+    pub cache_write_1h_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,
 }

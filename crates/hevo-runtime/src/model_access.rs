@@ -258,8 +258,10 @@ impl LedgerSink for SqliteSink {
         let result = conn.execute(
             "INSERT INTO model_calls (trial_key, model, input_tokens, cached_tokens, output_tokens, \
              cost_usd, latency_ms, cache_hit, status, candidate_id, trial_index, task_id, \
-             retries, error, upstream_error) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             retries, error, upstream_error, endpoint, seq, started_at_ms, cache_write_tokens, \
+             cache_write_1h_tokens) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+             ?18, ?19, ?20)",
             rusqlite::params![
                 r.trial_id,
                 r.model,
@@ -276,6 +278,11 @@ impl LedgerSink for SqliteSink {
                 r.retries,
                 r.error,
                 r.upstream_error,
+                r.endpoint,
+                r.seq as i64,
+                r.started_at_ms as i64,
+                r.cache_write_tokens as i64,
+                r.cache_write_1h_tokens as i64,
             ],
         );
         if let Err(e) = result {
@@ -351,6 +358,97 @@ mod tests {
         std::fs::write(a.path().join(KeySecret::FILE), b"short").unwrap();
         let err = KeySecret::load_or_create(a.path()).err().unwrap();
         assert!(err.contains("5 bytes, expected 32"), "{err}");
+    }
+
+    /// A store made before `model_calls` had a call's endpoint, position, start and cache
+    /// writes: its rows stay readable, and new rows get every column of the ledger.
+    #[test]
+    fn the_store_keeps_every_ledger_column_and_old_stores_gain_them() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("hevo.db");
+        let old = rusqlite::Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE model_calls (id INTEGER PRIMARY KEY, trial_key TEXT NOT NULL, \
+             candidate_id INTEGER, task_id TEXT, trial_index INTEGER, model TEXT NOT NULL, \
+             input_tokens INTEGER NOT NULL DEFAULT 0, cached_tokens INTEGER NOT NULL DEFAULT 0, \
+             output_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0, \
+             latency_ms INTEGER, cache_hit INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL, \
+             retries INTEGER NOT NULL DEFAULT 0, error TEXT, upstream_error TEXT, \
+             created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+             INSERT INTO model_calls (trial_key, model, input_tokens, status) \
+             VALUES ('r/c1/0/old', 'm', 7, 'ok');
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+        drop(old);
+        let sink = SqliteSink::open(&path).unwrap();
+        let record = CallRecord {
+            trial_id: "r/c1/0/t".into(),
+            candidate_id: None,
+            task_id: None,
+            endpoint: "anthropic.messages".into(),
+            seq: 4,
+            started_at_ms: 1_700_000_000_123,
+            model: "claude-sonnet-4".into(),
+            input_tokens: 400,
+            cached_tokens: 600,
+            cache_write_tokens: 300,
+            cache_write_1h_tokens: 100,
+            output_tokens: 500,
+            cost_usd: 0.00933,
+            latency_ms: 12.0,
+            cache_hit: false,
+            status: hevo_llm::CallStatus::Ok,
+            retries: 1,
+            upstream_error: Some("upstream returned HTTP 503: busy".into()),
+            error: None,
+        };
+        sink.record(&record);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        type Row = (
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+            i64,
+            i64,
+            i64,
+        );
+        let rows: Vec<Row> = conn
+            .prepare(
+                "SELECT trial_key, endpoint, seq, started_at_ms, input_tokens, \
+                 cache_write_tokens, cache_write_1h_tokens FROM model_calls ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                ("r/c1/0/old".into(), None, None, None, 7, 0, 0),
+                (
+                    "r/c1/0/t".into(),
+                    Some("anthropic.messages".into()),
+                    Some(4),
+                    Some(1_700_000_000_123),
+                    400,
+                    300,
+                    100
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::forward::{forward_http, url, Api, RawReply, RawRequest};
 use super::retry::{send_json, RetryPolicy};
 use super::{read_key, Backend, Completion, DeltaSender};
 use crate::error::{BackendError, LlmError};
-use crate::types::{ChatRequest, ChatResponse, FinishReason, Usage};
+use crate::types::{ChatRequest, ChatResponse, FinishReason};
 
 /// The API version sent when the caller named none.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -192,15 +192,7 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         Some("max_tokens") => FinishReason::Length,
         _ => FinishReason::Stop,
     };
-    let num = |p: &str| value.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-    let cache_read = num("/usage/cache_read_input_tokens");
-    let usage = Usage {
-        prompt_tokens: num("/usage/input_tokens")
-            + cache_read
-            + num("/usage/cache_creation_input_tokens"),
-        cached_tokens: cache_read,
-        output_tokens: num("/usage/output_tokens"),
-    };
+    let usage = crate::gateway::usage::of(Api::Messages, &value["usage"]);
     let model = value
         .get("model")
         .and_then(Value::as_str)

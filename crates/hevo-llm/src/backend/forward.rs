@@ -4,8 +4,9 @@
 //!
 //! The gateway hands the backend the request's JSON (with the model name mapped), the headers
 //! that belong to the provider's protocol (`anthropic-beta`, `anthropic-version`) and the query
-//! string; the backend adds its own key, retries 429/5xx before any byte reached the caller,
-//! and returns the upstream's status and body, streamed when the caller asked for a stream.
+//! string; the backend adds its own key, retries 429/5xx, network failures and timeouts before
+//! any byte reached the caller, and returns the upstream's status and body, streamed when the
+//! caller asked for a stream.
 
 use axum::body::Bytes;
 use futures::stream::BoxStream;
@@ -99,8 +100,9 @@ impl std::fmt::Debug for RawBody {
     }
 }
 
-/// An upstream's answer to a [`RawRequest`]: its status (an error status the upstream chose
-/// not to have retried, such as 400, is passed on too), content type and body.
+/// An upstream's answer to a [`RawRequest`]: its status (an error status that is the request's
+/// fault, such as 400, is passed on too; an infrastructure fault, such as 401 or 503, is an
+/// error instead), content type and body.
 #[derive(Debug)]
 pub struct RawReply {
     /// HTTP status.
@@ -109,7 +111,7 @@ pub struct RawReply {
     pub content_type: String,
     /// The body.
     pub body: RawBody,
-    /// Attempts that failed with 429/5xx or a network error before this one.
+    /// Attempts that failed with 429/5xx, a network error or a timeout before this one.
     pub retries: Retries,
 }
 
@@ -130,16 +132,11 @@ pub(crate) async fn forward_http(
         RawBody::Stream(
             response
                 .bytes_stream()
-                .map(|chunk| chunk.map_err(|e| BackendError::Transport(e.to_string())))
+                .map(|chunk| chunk.map_err(|e| BackendError::http(&e)))
                 .boxed(),
         )
     } else {
-        RawBody::Full(
-            response
-                .bytes()
-                .await
-                .map_err(|e| BackendError::Transport(e.to_string()))?,
-        )
+        RawBody::Full(response.bytes().await.map_err(|e| BackendError::http(&e))?)
     };
     Ok(RawReply {
         status,

@@ -30,7 +30,8 @@ pub type DeltaSender = UnboundedSender<String>;
 pub struct Completion {
     /// The answer.
     pub response: ChatResponse,
-    /// Upstream attempts that failed with 429/5xx or a network error before this answer.
+    /// Upstream attempts that failed with 429/5xx, a network error or a timeout before this
+    /// answer.
     pub retries: Retries,
     /// Where the time went, for backends that measure it (the local model).
     pub timing: Option<GenerationTiming>,
@@ -109,13 +110,17 @@ pub(crate) fn read_key(backend: &str, var: &str) -> Result<String, crate::LlmErr
     }
 }
 
-/// The HTTP client of a provider backend: one per backend, with its per-attempt timeout.
+/// The HTTP client of a provider backend: one per backend. `timeout` is the longest the
+/// upstream may stay silent: to accept the connection, to start its answer after the request
+/// was sent, and between two pieces of the answer's body. A healthy stream that keeps
+/// sending is never cut, however long it runs; a stalled one is cut after `timeout`.
 pub(crate) fn http_client(
     backend: &str,
     timeout: std::time::Duration,
 ) -> Result<reqwest::Client, crate::LlmError> {
     reqwest::Client::builder()
-        .timeout(timeout)
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
         .build()
         .map_err(|e| crate::LlmError::BackendConfig {
             backend: backend.to_owned(),

@@ -174,6 +174,7 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         prompt_tokens: num(usage, "/prompt_tokens"),
         cached_tokens: num(usage, "/prompt_tokens_details/cached_tokens"),
         output_tokens: num(usage, "/completion_tokens"),
+        ..Usage::default()
     };
     let logprobs = choice
         .pointer("/logprobs/content")

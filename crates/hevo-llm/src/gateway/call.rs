@@ -233,6 +233,8 @@ impl Call {
             },
             input_tokens: 0,
             cached_tokens: 0,
+            cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
             output_tokens: 0,
             cost_usd: 0.0,
             latency_ms: self.started.elapsed().as_secs_f64() * 1000.0,
@@ -367,6 +369,8 @@ impl Call {
         let mut record = self.base_record(CallStatus::Ok, None);
         record.input_tokens = usage.uncached_tokens();
         record.cached_tokens = usage.cached_tokens;
+        record.cache_write_tokens = usage.cache_write_tokens;
+        record.cache_write_1h_tokens = usage.cache_write_1h_tokens;
         record.output_tokens = usage.output_tokens;
         record.cost_usd = cost;
         record.cache_hit = cache_hit;

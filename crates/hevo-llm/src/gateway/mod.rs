@@ -37,7 +37,7 @@ mod stamp;
 mod trace;
 mod translate;
 mod trials;
-mod usage;
+pub(crate) mod usage;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -14,21 +14,27 @@ pub(crate) fn of(api: Api, usage: &Value) -> Usage {
             prompt_tokens: num("/prompt_tokens"),
             cached_tokens: num("/prompt_tokens_details/cached_tokens"),
             output_tokens: num("/completion_tokens"),
+            ..Usage::default()
         },
         Api::Responses => Usage {
             prompt_tokens: num("/input_tokens"),
             cached_tokens: num("/input_tokens_details/cached_tokens"),
             output_tokens: num("/output_tokens"),
+            ..Usage::default()
         },
-        // Anthropic reports uncached, cache-read and cache-written input apart; count_tokens
-        // answers `input_tokens` but generates nothing and costs nothing.
+        // Anthropic reports uncached, cache-read and cache-written input apart, the writes
+        // also split by how long they are kept (`cache_creation`); count_tokens answers
+        // `input_tokens` but generates nothing and costs nothing.
         Api::Messages => {
             let cache_read = num("/cache_read_input_tokens");
+            let written_1h = num("/cache_creation/ephemeral_1h_input_tokens");
+            let written = num("/cache_creation_input_tokens")
+                .max(num("/cache_creation/ephemeral_5m_input_tokens") + written_1h);
             Usage {
-                prompt_tokens: num("/input_tokens")
-                    + cache_read
-                    + num("/cache_creation_input_tokens"),
+                prompt_tokens: num("/input_tokens") + cache_read + written,
                 cached_tokens: cache_read,
+                cache_write_tokens: written,
+                cache_write_1h_tokens: written_1h,
                 output_tokens: num("/output_tokens"),
             }
         }
@@ -104,11 +110,39 @@ mod tests {
             (
                 usage.prompt_tokens,
                 usage.cached_tokens,
+                usage.cache_write_tokens,
                 usage.output_tokens
             ),
-            (17, 5, 7)
+            (17, 5, 2, 7)
         );
         assert_eq!(watch.model(), Some("claude-x"));
+    }
+
+    #[test]
+    fn anthropic_cache_writes_are_counted_with_their_one_hour_part() {
+        let usage = of(
+            Api::Messages,
+            &json!({"input_tokens": 100, "cache_creation_input_tokens": 300,
+                    "cache_read_input_tokens": 600, "output_tokens": 500,
+                    "cache_creation": {"ephemeral_5m_input_tokens": 200,
+                                       "ephemeral_1h_input_tokens": 100}}),
+        );
+        assert_eq!(
+            (
+                usage.prompt_tokens,
+                usage.uncached_tokens(),
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+                usage.cache_write_1h_tokens
+            ),
+            (1000, 400, 600, 300, 100)
+        );
+        // a breakdown without the total still counts every write
+        let usage = of(
+            Api::Messages,
+            &json!({"input_tokens": 1, "cache_creation": {"ephemeral_1h_input_tokens": 8}}),
+        );
+        assert_eq!((usage.prompt_tokens, usage.cache_write_tokens), (9, 8));
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
 //!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
+//! - `faulty`, `upstream_faults`: an upstream that misbehaves on purpose (slow streams,
+//!   silence, refused keys, odd `Retry-After`, prompt-cache writes) and what the official
+//!   SDKs and the ledger see through the gateway.
 
 mod agent_clis;
 mod anthropic;
@@ -19,7 +22,9 @@ mod caps;
 mod clients;
 mod common;
 mod dialects;
+mod faulty;
 mod local_model;
 mod openai_upstream;
 mod scripted;
 mod sdk_clients;
+mod upstream_faults;

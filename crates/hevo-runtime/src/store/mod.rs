@@ -136,12 +136,26 @@ impl Store {
         conn.execute_batch(schema::SCHEMA).map_err(open)?;
         // Columns added to existing tables (nullable or defaulted, so older readers still
         // read them): version 3 keys every trial by its task's content (older rows have no
-        // key and are re-run once); a model call's retries and errors came later.
+        // key and are re-run once); a model call's retries and errors came later, then its
+        // endpoint, position and start (NULL in older rows) and its prompt-cache writes.
         for (table, column, decl) in [
             ("trials", "task_key", "TEXT NOT NULL DEFAULT ''"),
             ("model_calls", "retries", "INTEGER NOT NULL DEFAULT 0"),
             ("model_calls", "error", "TEXT"),
             ("model_calls", "upstream_error", "TEXT"),
+            ("model_calls", "endpoint", "TEXT"),
+            ("model_calls", "seq", "INTEGER"),
+            ("model_calls", "started_at_ms", "INTEGER"),
+            (
+                "model_calls",
+                "cache_write_tokens",
+                "INTEGER NOT NULL DEFAULT 0",
+            ),
+            (
+                "model_calls",
+                "cache_write_1h_tokens",
+                "INTEGER NOT NULL DEFAULT 0",
+            ),
         ] {
             let present: bool = conn
                 .query_row(

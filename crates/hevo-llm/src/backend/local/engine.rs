@@ -267,6 +267,7 @@ impl<'m> Engine<'m> {
                 prompt_tokens: tokens.len() as u64,
                 cached_tokens: common as u64,
                 output_tokens: generated as u64,
+                ..Usage::default()
             },
             logprobs,
         };
