@@ -68,6 +68,15 @@ impl ModelPrice {
         }
     }
 
+    /// These prices for a provider that bills no more for writing the prompt cache than
+    /// for uncached input (OpenAI caches automatically, at no charge): a call's
+    /// reservation then prices its input at `input`, not at Anthropic's 2 × `input`.
+    pub const fn no_cache_write_premium(mut self) -> Self {
+        self.cache_write = Some(self.input);
+        self.cache_write_1h = Some(self.input);
+        self
+    }
+
     /// These prices with the model's default output limit.
     pub const fn with_max_output(mut self, tokens: u64) -> Self {
         self.max_output = Some(tokens);
@@ -161,48 +170,69 @@ impl ModelPrice {
     }
 }
 
-/// Built-in prices (USD per million tokens: input, cached input, output) and output limits.
+/// Built-in prices (USD per million tokens: input, cached input, output) and output limits;
+/// OpenAI's models charge nothing extra for cache writes, Anthropic's use the defaults.
 /// Providers change them; override them in `hevo.toml` when they do.
 const BUILTIN: &[(&str, ModelPrice)] = &[
     (
         "gpt-4o",
-        ModelPrice::paid(2.50, 1.25, 10.00).with_max_output(16384),
+        ModelPrice::paid(2.50, 1.25, 10.00)
+            .no_cache_write_premium()
+            .with_max_output(16384),
     ),
     (
         "gpt-4o-mini",
-        ModelPrice::paid(0.15, 0.075, 0.60).with_max_output(16384),
+        ModelPrice::paid(0.15, 0.075, 0.60)
+            .no_cache_write_premium()
+            .with_max_output(16384),
     ),
     (
         "gpt-4.1",
-        ModelPrice::paid(2.00, 0.50, 8.00).with_max_output(32768),
+        ModelPrice::paid(2.00, 0.50, 8.00)
+            .no_cache_write_premium()
+            .with_max_output(32768),
     ),
     (
         "gpt-4.1-mini",
-        ModelPrice::paid(0.40, 0.10, 1.60).with_max_output(32768),
+        ModelPrice::paid(0.40, 0.10, 1.60)
+            .no_cache_write_premium()
+            .with_max_output(32768),
     ),
     (
         "gpt-4.1-nano",
-        ModelPrice::paid(0.10, 0.025, 0.40).with_max_output(32768),
+        ModelPrice::paid(0.10, 0.025, 0.40)
+            .no_cache_write_premium()
+            .with_max_output(32768),
     ),
     (
         "gpt-5",
-        ModelPrice::paid(1.25, 0.125, 10.00).with_max_output(128000),
+        ModelPrice::paid(1.25, 0.125, 10.00)
+            .no_cache_write_premium()
+            .with_max_output(128000),
     ),
     (
         "gpt-5-mini",
-        ModelPrice::paid(0.25, 0.025, 2.00).with_max_output(128000),
+        ModelPrice::paid(0.25, 0.025, 2.00)
+            .no_cache_write_premium()
+            .with_max_output(128000),
     ),
     (
         "gpt-5-nano",
-        ModelPrice::paid(0.05, 0.005, 0.40).with_max_output(128000),
+        ModelPrice::paid(0.05, 0.005, 0.40)
+            .no_cache_write_premium()
+            .with_max_output(128000),
     ),
     (
         "o3",
-        ModelPrice::paid(2.00, 0.50, 8.00).with_max_output(100000),
+        ModelPrice::paid(2.00, 0.50, 8.00)
+            .no_cache_write_premium()
+            .with_max_output(100000),
     ),
     (
         "o4-mini",
-        ModelPrice::paid(1.10, 0.275, 4.40).with_max_output(100000),
+        ModelPrice::paid(1.10, 0.275, 4.40)
+            .no_cache_write_premium()
+            .with_max_output(100000),
     ),
     (
         "claude-opus-4",
@@ -355,6 +385,16 @@ mod tests {
         };
         let expected = (600.0 * 2.0 + 400.0 * 0.5 + 100.0 * 8.0) / 1e6;
         assert!((price.cost(&usage) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn openai_models_reserve_input_at_its_own_price_and_anthropic_at_the_dearest_write() {
+        let table = PriceTable::builtin();
+        let gpt = table.get("gpt-4o").unwrap();
+        // 1M input tokens and 0 output: the input price alone.
+        assert_eq!(gpt.max_cost(1_000_000, Some(0)), 2.50);
+        let claude = table.get("claude-sonnet-4").unwrap();
+        assert_eq!(claude.max_cost(1_000_000, Some(0)), 6.00);
     }
 
     #[test]
