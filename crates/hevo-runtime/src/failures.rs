@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(
             class_of(
                 "infra_error",
-                Some("2 model call(s) failed upstream after retries; the harness then failed: x")
+                Some("2 model call(s) failed upstream (refused, unreachable or timed out, after any retries); the harness then failed: x")
             ),
             Some("model_error")
         );

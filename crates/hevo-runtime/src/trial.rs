@@ -222,7 +222,7 @@ pub async fn run_trial(
         result.status = TrialStatus::InfraError;
         let cause = result.error.take().unwrap_or_default();
         result.error = Some(format!(
-            "{} model call(s) failed upstream after retries; the harness then failed: {cause}",
+            "{} model call(s) failed upstream (refused, unreachable or timed out, after any retries); the harness then failed: {cause}",
             result.usage.backend_errors
         ));
     }
