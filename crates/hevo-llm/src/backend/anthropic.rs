@@ -178,6 +178,29 @@ fn request_body(request: &ChatRequest, default_max_tokens: u32) -> Value {
     body
 }
 
+/// A forwarded message as a [`ChatResponse`], when the response cache can replay it exactly:
+/// text blocks only, ended by the turn's end or `max_tokens`. `None` for tool use,
+/// thinking, citations, a stop sequence or anything else a [`ChatResponse`] would drop.
+pub(super) fn plain_answer(value: &Value, model: &str) -> Option<ChatResponse> {
+    let blocks = value.get("content")?.as_array()?;
+    let text_only = blocks.iter().all(|block| {
+        block.as_object().is_some_and(|b| {
+            b.get("type").and_then(Value::as_str) == Some("text")
+                && b.get("text").is_some_and(Value::is_string)
+                && b.iter()
+                    .all(|(k, v)| k == "type" || k == "text" || v.is_null())
+        })
+    });
+    let finished = matches!(
+        value.get("stop_reason").and_then(Value::as_str),
+        Some("end_turn" | "max_tokens")
+    );
+    if !(text_only && finished) {
+        return None;
+    }
+    parse_response(value, model).ok()
+}
+
 fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendError> {
     let blocks = value
         .get("content")

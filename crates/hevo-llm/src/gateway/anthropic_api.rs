@@ -1,5 +1,6 @@
 //! Anthropic's `POST /v1/messages` (plain and SSE) and `POST /v1/messages/count_tokens`:
-//! translated when it is plain chat, forwarded otherwise (see the module docs of `gateway`).
+//! forwarded unchanged to an `anthropic` backend; for any other backend, translated when it
+//! is plain chat and refused otherwise (see the module docs of `gateway`).
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
@@ -11,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -132,19 +134,22 @@ pub(crate) async fn messages(
         Err(err) => return err.into_response(),
     };
     let forwards = call.backend().forwards(Api::Messages);
+    let id = format!("msg_{}", random_id());
     let (request, stream) = match parse(&raw) {
         Err(Refusal::Invalid(message)) => {
             return call.refuse(Refusal::Invalid(message)).into_response()
         }
-        Ok((_, true)) if forwards => return forward(call, raw, &headers, query).await,
-        Err(_) if forwards => return forward(call, raw, &headers, query).await,
+        Ok((request, false)) if forwards => {
+            let render = |response: &ChatResponse| render(&id, &response.model, response);
+            return forward_plain(&gateway, call, raw, request, &headers, query, render).await;
+        }
+        Ok(_) | Err(_) if forwards => return forward(call, raw, &headers, query).await,
         Err(refusal) => return call.refuse(refusal).into_response(),
         Ok(translated) => translated,
     };
     if let Err(err) = call.admit() {
         return err.into_response();
     }
-    let id = format!("msg_{}", random_id());
     if stream {
         return sse(call, request, id).into_response();
     }

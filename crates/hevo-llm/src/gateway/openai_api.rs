@@ -1,5 +1,6 @@
-//! OpenAI's `POST /v1/chat/completions`, plain and SSE: translated when it is plain chat,
-//! forwarded otherwise (see the module docs of `gateway`).
+//! OpenAI's `POST /v1/chat/completions`, plain and SSE: forwarded unchanged to an `openai`
+//! backend; for any other backend, translated when it is plain chat and refused otherwise
+//! (see the module docs of `gateway`).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -12,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -242,21 +244,22 @@ pub(crate) async fn chat_completions(
         Err(err) => return err.into_response(),
     };
     let forwards = call.backend().forwards(Api::ChatCompletions);
+    let id = format!("chatcmpl-{}", random_id());
     let (request, options) = match parse(&raw) {
         Err(Refusal::Invalid(message)) => {
             return call.refuse(Refusal::Invalid(message)).into_response()
         }
-        Ok((_, options)) if forwards && options.stream => {
-            return forward(call, raw, &headers, None).await
+        Ok((request, options)) if forwards && !options.stream => {
+            let render = |r: &ChatResponse| render(&id, &r.model, r, options.logprobs);
+            return forward_plain(&gateway, call, raw, request, &headers, None, render).await;
         }
-        Err(_) if forwards => return forward(call, raw, &headers, None).await,
+        Ok(_) | Err(_) if forwards => return forward(call, raw, &headers, None).await,
         Err(refusal) => return call.refuse(refusal).into_response(),
         Ok(translated) => translated,
     };
     if let Err(err) = call.admit() {
         return err.into_response();
     }
-    let id = format!("chatcmpl-{}", random_id());
     if options.stream {
         stream(call, request, options, id).into_response()
     } else {

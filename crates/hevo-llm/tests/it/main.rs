@@ -10,8 +10,9 @@
 //!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
-//!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
-//!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
+//!   real clients: `sdk_clients` (the official Python SDKs), `same_api` (plain SDK requests
+//!   to a backend of their own API) and `agent_clis` (the real `claude` and `codex` CLIs).
+//!   They skip, loudly, when the client is not installed.
 
 mod agent_clis;
 mod anthropic;
@@ -21,5 +22,6 @@ mod common;
 mod dialects;
 mod local_model;
 mod openai_upstream;
+mod same_api;
 mod scripted;
 mod sdk_clients;

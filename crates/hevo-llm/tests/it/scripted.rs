@@ -3,6 +3,8 @@
 //! agent turn by reading the request: while no tool result is in the history and a writing
 //! tool is offered, it calls that tool to write [`Script::content`] to [`Script::path`];
 //! once a tool result is there, it answers with final text. Without tools it echoes.
+//! Anthropic's usage reports [`CACHE_WRITTEN`] prompt-cache tokens written when the request
+//! marks `cache_control`.
 //!
 //! Writing tools it knows: Claude Code's `Write` (`file_path`, `content`), Codex's
 //! `exec_command` (`cmd`, a shell command), and the tests' own `write_file` (`path`,
@@ -92,6 +94,18 @@ fn log(shared: &Shared, uri: &OriginalUri, headers: &HeaderMap, body: &Value) {
 /// Prompt tokens the upstream reports: a quarter of the body's bytes (deterministic).
 fn prompt_tokens(body: &Value) -> u64 {
     body.to_string().len() as u64 / 4
+}
+
+/// Input tokens Anthropic's prompt cache writes: 11 when the request marks a
+/// `cache_control` breakpoint anywhere, else none.
+pub const CACHE_WRITTEN: u64 = 11;
+
+fn cache_written(body: &Value) -> u64 {
+    if body.to_string().contains("\"cache_control\"") {
+        CACHE_WRITTEN
+    } else {
+        0
+    }
 }
 
 /// The scripted turn: a tool call (name, arguments) or final text.
@@ -223,7 +237,8 @@ async fn messages(
         }
     };
     let usage = json!({"input_tokens": input, "cache_read_input_tokens": 0,
-                       "cache_creation_input_tokens": 0, "output_tokens": 9});
+                       "cache_creation_input_tokens": cache_written(&body),
+                       "output_tokens": 9});
     if body["stream"] != true {
         return Json(
             json!({"id": "msg_up", "type": "message", "role": "assistant",
