@@ -2,7 +2,7 @@
 //! 404 of every path not served.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -95,6 +95,7 @@ pub(crate) async fn get_model(
 /// 400.
 pub(crate) async fn embeddings(
     State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -103,7 +104,7 @@ pub(crate) async fn embeddings(
         Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::Embeddings) {
-        forward(call, raw, &headers, None).await
+        forward(call, raw, &headers, query).await
     } else {
         call.unsupported("embeddings (`POST /v1/embeddings`)")
             .into_response()

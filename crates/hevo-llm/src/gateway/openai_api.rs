@@ -3,7 +3,7 @@
 //! (see the module docs of `gateway`).
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -236,6 +236,7 @@ fn render(id: &str, model: &str, response: &ChatResponse, logprobs: bool) -> Val
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
     State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -251,9 +252,9 @@ pub(crate) async fn chat_completions(
         }
         Ok((request, options)) if forwards && !options.stream => {
             let render = |r: &ChatResponse| render(&id, &r.model, r, options.logprobs);
-            return forward_plain(&gateway, call, raw, request, &headers, None, render).await;
+            return forward_plain(&gateway, call, raw, request, &headers, query, render).await;
         }
-        Ok(_) | Err(_) if forwards => return forward(call, raw, &headers, None).await,
+        Ok(_) | Err(_) if forwards => return forward(call, raw, &headers, query).await,
         Err(refusal) => return call.refuse(refusal).into_response(),
         Ok(translated) => translated,
     };

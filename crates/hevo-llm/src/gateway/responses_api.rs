@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -139,6 +139,7 @@ fn input_item(i: usize, item: &Value) -> Result<ChatMessage, Refusal> {
 /// `POST /v1/responses`.
 pub(crate) async fn responses(
     State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -147,7 +148,7 @@ pub(crate) async fn responses(
         Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::Responses) {
-        return forward(call, raw, &headers, None).await;
+        return forward(call, raw, &headers, query).await;
     }
     let (request, stream) = match parse(&raw) {
         Ok(translated) => translated,

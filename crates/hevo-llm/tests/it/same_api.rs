@@ -83,3 +83,26 @@ async fn plain_requests_reach_a_same_api_upstream_unchanged_and_are_still_cached
     // the prompt-cache write is input the call paid for
     assert!(rows[0].input_tokens >= CACHE_WRITTEN, "{:?}", rows[0]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_query_string_reaches_the_upstream_on_every_openai_endpoint() {
+    let t = Through::start("unused.txt").await;
+    let out = {
+        let t = &t;
+        tokio::task::block_in_place(|| run_python(t, "query.py"))
+    };
+    let Some(out) = out else { return };
+    assert_eq!(out["plain"], "echo: q", "{out}");
+    assert_eq!(out["embeddings"], 1);
+    let paths: Vec<String> = t.upstream.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/chat/completions?api-version=2024-10-21",
+            "/v1/chat/completions?api-version=2024-10-21",
+            "/v1/responses?api-version=2024-10-21",
+            "/v1/embeddings?api-version=2024-10-21",
+        ]
+    );
+    t.assert_ledger_covers_upstream();
+}
