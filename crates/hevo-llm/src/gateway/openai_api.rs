@@ -88,8 +88,8 @@ pub(super) fn parse(raw: &Value) -> Result<(ChatRequest, Options), Refusal> {
         ));
     }
     if field::<u32>(object, "n")?.is_some_and(|n| n != 1) {
-        return Err(Refusal::Invalid(
-            "`n` other than 1 is not supported; make several calls".into(),
+        return Err(Refusal::Unsupported(
+            "`n` other than 1 (several choices; or make several calls)".into(),
         ));
     }
     let temperature = field::<f32>(object, "temperature")?;

@@ -106,3 +106,29 @@ async fn the_query_string_reaches_the_upstream_on_every_openai_endpoint() {
     );
     t.assert_ledger_covers_upstream();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn n_choices_are_forwarded_to_an_openai_backend_and_refused_by_name_elsewhere() {
+    let t = Through::start("unused.txt").await;
+    let out = {
+        let t = &t;
+        tokio::task::block_in_place(|| run_python(t, "n_choices.py"))
+    };
+    let Some(out) = out else { return };
+    assert_eq!(out["plain"], json!(["echo: two", "echo: two"]), "{out}");
+    assert_eq!(out["stream_indices"], json!([0, 1]));
+    let refused = out["refused"].as_str().unwrap();
+    assert!(
+        refused.contains("`n`") && refused.contains("cannot carry it"),
+        "{refused}"
+    );
+    let seen = t.upstream.seen();
+    assert_eq!(seen.len(), 2, "the refused call never reached the upstream");
+    assert!(seen.iter().all(|s| s.body["n"] == 2));
+    let rows = t.sink.records();
+    let statuses: Vec<CallStatus> = rows.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [CallStatus::Ok, CallStatus::Ok, CallStatus::BadRequest]
+    );
+}

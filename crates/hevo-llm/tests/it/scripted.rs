@@ -344,19 +344,29 @@ async fn chat(
         ),
         Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
     };
+    // `n` choices, all the same
+    let n = body["n"].as_u64().unwrap_or(1);
     if body["stream"] != true {
+        let choices: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"index": i, "message": message, "logprobs": null,
+                            "finish_reason": finish})
+            })
+            .collect();
         return Json(
             json!({"id": "chatcmpl-up", "object": "chat.completion", "created": 0,
-            "model": model, "choices": [{"index": 0, "message": message, "logprobs": null,
-            "finish_reason": finish}], "usage": usage}),
+            "model": model, "choices": choices, "usage": usage}),
         )
         .into_response();
     }
     let chunk = |delta: Value, finish: Value| {
+        let choices: Vec<Value> = (0..n)
+            .map(|i| json!({"index": i, "delta": delta, "finish_reason": finish}))
+            .collect();
         (
             None,
             json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 0,
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+            "model": model, "choices": choices}),
         )
     };
     let mut events = vec![chunk(
