@@ -137,6 +137,7 @@ mod tests {
                 output_tokens: 2,
             },
             logprobs: None,
+            stop_sequence: None,
         };
         cache.put(&key, &response).unwrap();
         assert_eq!(cache.get(&key), Some(response));

@@ -179,8 +179,9 @@ fn request_body(request: &ChatRequest, default_max_tokens: u32) -> Value {
 }
 
 /// A forwarded message as a [`ChatResponse`], when the response cache can replay it exactly:
-/// text blocks only, ended by the turn's end or `max_tokens`. `None` for tool use,
-/// thinking, citations, a stop sequence or anything else a [`ChatResponse`] would drop.
+/// text blocks only, ended by the turn's end, `max_tokens` or a stop sequence (kept in
+/// [`ChatResponse::stop_sequence`]). `None` for tool use, thinking, citations or anything
+/// else a [`ChatResponse`] would drop.
 pub(super) fn plain_answer(value: &Value, model: &str) -> Option<ChatResponse> {
     let blocks = value.get("content")?.as_array()?;
     let text_only = blocks.iter().all(|block| {
@@ -191,10 +192,11 @@ pub(super) fn plain_answer(value: &Value, model: &str) -> Option<ChatResponse> {
                     .all(|(k, v)| k == "type" || k == "text" || v.is_null())
         })
     });
-    let finished = matches!(
-        value.get("stop_reason").and_then(Value::as_str),
-        Some("end_turn" | "max_tokens")
-    );
+    let finished = match value.get("stop_reason").and_then(Value::as_str) {
+        Some("end_turn" | "max_tokens") => true,
+        Some("stop_sequence") => value.get("stop_sequence").is_some_and(Value::is_string),
+        _ => false,
+    };
     if !(text_only && finished) {
         return None;
     }
@@ -211,9 +213,17 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
         .filter_map(|b| b.get("text").and_then(Value::as_str))
         .collect();
-    let finish_reason = match value.get("stop_reason").and_then(Value::as_str) {
+    let stop_reason = value.get("stop_reason").and_then(Value::as_str);
+    let finish_reason = match stop_reason {
         Some("max_tokens") => FinishReason::Length,
         _ => FinishReason::Stop,
+    };
+    let stop_sequence = match stop_reason {
+        Some("stop_sequence") => value
+            .get("stop_sequence")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
     };
     let num = |p: &str| value.pointer(p).and_then(Value::as_u64).unwrap_or(0);
     let cache_read = num("/usage/cache_read_input_tokens");
@@ -235,5 +245,6 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         finish_reason,
         usage,
         logprobs: None,
+        stop_sequence,
     })
 }

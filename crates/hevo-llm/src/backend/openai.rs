@@ -248,5 +248,6 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         finish_reason,
         usage,
         logprobs,
+        stop_sequence: None,
     })
 }

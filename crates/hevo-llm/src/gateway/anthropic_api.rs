@@ -183,10 +183,12 @@ pub(crate) async fn count_tokens(
     }
 }
 
-fn stop_reason(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Stop => "end_turn",
-        FinishReason::Length => "max_tokens",
+/// The `stop_reason` of `response`: `stop_sequence` when it names the stop string hit.
+fn stop_reason(response: &ChatResponse) -> &'static str {
+    match (response.finish_reason, &response.stop_sequence) {
+        (FinishReason::Length, _) => "max_tokens",
+        (FinishReason::Stop, Some(_)) => "stop_sequence",
+        (FinishReason::Stop, None) => "end_turn",
     }
 }
 
@@ -207,8 +209,8 @@ fn render(id: &str, model: &str, response: &ChatResponse) -> Value {
         "role": "assistant",
         "model": model,
         "content": [{ "type": "text", "text": response.content }],
-        "stop_reason": stop_reason(response.finish_reason),
-        "stop_sequence": null,
+        "stop_reason": stop_reason(response),
+        "stop_sequence": response.stop_sequence,
         "usage": usage_json(response),
     })
 }
@@ -254,8 +256,8 @@ fn sse(call: Call, request: ChatRequest, id: String) -> impl IntoResponse {
                 send(
                     "message_delta",
                     json!({ "type": "message_delta",
-                            "delta": { "stop_reason": stop_reason(response.finish_reason),
-                                       "stop_sequence": null },
+                            "delta": { "stop_reason": stop_reason(&response),
+                                       "stop_sequence": response.stop_sequence },
                             "usage": usage_json(&response) }),
                 );
                 send("message_stop", json!({ "type": "message_stop" }));

@@ -237,6 +237,7 @@ fn sse(call: Call, request: ChatRequest, ids: Ids) -> impl IntoResponse {
             finish_reason: FinishReason::Stop,
             usage: Default::default(),
             logprobs: None,
+            stop_sequence: None,
         };
         let started = render(&ids, &pending, "in_progress");
         send("response.created", json!({ "response": started }));

@@ -132,3 +132,19 @@ async fn n_choices_are_forwarded_to_an_openai_backend_and_refused_by_name_elsewh
         [CallStatus::Ok, CallStatus::Ok, CallStatus::BadRequest]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stop_sequence_that_ended_an_answer_survives_the_response_cache() {
+    let t = Through::start_cached("unused.txt").await;
+    let out = {
+        let t = &t;
+        tokio::task::block_in_place(|| run_python(t, "stop_sequence.py"))
+    };
+    let Some(out) = out else { return };
+    let stopped = json!(["echo: before ", "stop_sequence", "END"]);
+    assert_eq!(out["messages"], json!([stopped, stopped]), "{out}");
+    assert_eq!(out["chat"], json!(["echo: before ", "stop"]));
+    let hits: Vec<bool> = t.sink.records().iter().map(|r| r.cache_hit).collect();
+    assert_eq!(hits, [false, true, false]);
+    assert_eq!(t.upstream.seen().len(), 2);
+}

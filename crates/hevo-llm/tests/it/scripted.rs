@@ -4,7 +4,8 @@
 //! tool is offered, it calls that tool to write [`Script::content`] to [`Script::path`];
 //! once a tool result is there, it answers with final text. Without tools it echoes.
 //! Anthropic's usage reports [`CACHE_WRITTEN`] prompt-cache tokens written when the request
-//! marks `cache_control`.
+//! marks `cache_control`; its text stops before the first of the request's `stop_sequences`
+//! it contains, with stop reason `stop_sequence`.
 //!
 //! Writing tools it knows: Claude Code's `Write` (`file_path`, `content`), Codex's
 //! `exec_command` (`cmd`, a shell command), and the tests' own `write_file` (`path`,
@@ -106,6 +107,16 @@ fn cache_written(body: &Value) -> u64 {
     } else {
         0
     }
+}
+
+/// Where the first of `sequences` (a request's `stop_sequences`) starts in `text`, and which.
+fn first_stop<'a>(text: &str, sequences: &'a Value) -> Option<(usize, &'a str)> {
+    sequences
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|s| text.find(s).map(|at| (at, s)))
+        .min_by_key(|(at, _)| *at)
 }
 
 /// The scripted turn: a tool call (name, arguments) or final text.
@@ -226,15 +237,23 @@ async fn messages(
         blocks
             .push(json!({"type": "thinking", "thinking": "Plan the turn.", "signature": "sig-1"}));
     }
+    let mut stop_sequence = Value::Null;
     let stop = match &turn {
         Turn::Call(name, args) => {
             blocks.push(json!({"type": "tool_use", "id": "toolu_1", "name": name, "input": args}));
             "tool_use"
         }
-        Turn::Text(text) => {
-            blocks.push(json!({"type": "text", "text": text}));
-            "end_turn"
-        }
+        Turn::Text(text) => match first_stop(text, &body["stop_sequences"]) {
+            Some((at, sequence)) => {
+                blocks.push(json!({"type": "text", "text": text[..at]}));
+                stop_sequence = json!(sequence);
+                "stop_sequence"
+            }
+            None => {
+                blocks.push(json!({"type": "text", "text": text}));
+                "end_turn"
+            }
+        },
     };
     let usage = json!({"input_tokens": input, "cache_read_input_tokens": 0,
                        "cache_creation_input_tokens": cache_written(&body),
@@ -243,7 +262,7 @@ async fn messages(
         return Json(
             json!({"id": "msg_up", "type": "message", "role": "assistant",
             "model": format!("{model}-answered"), "content": blocks, "stop_reason": stop,
-            "stop_sequence": null, "usage": usage}),
+            "stop_sequence": stop_sequence, "usage": usage}),
         )
         .into_response();
     }
@@ -295,7 +314,8 @@ async fn messages(
     }
     events.push((
         Some("message_delta"),
-        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+        json!({"type": "message_delta",
+               "delta": {"stop_reason": stop, "stop_sequence": stop_sequence},
                "usage": {"output_tokens": 9}}),
     ));
     events.push((Some("message_stop"), json!({"type": "message_stop"})));

@@ -269,6 +269,7 @@ impl<'m> Engine<'m> {
                 output_tokens: generated as u64,
             },
             logprobs,
+            stop_sequence: None,
         };
         Ok(Completion {
             response,
