@@ -3,6 +3,7 @@
 //! is plain chat and refused otherwise (see the module docs of `gateway`).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
@@ -12,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::misc::read_body;
 use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{random_id, Call, Gateway, Refusal};
@@ -127,8 +129,12 @@ pub(crate) async fn messages(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::Messages, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::Messages, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
@@ -169,8 +175,12 @@ pub(crate) async fn count_tokens(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::CountTokens, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::CountTokens, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),

@@ -3,6 +3,7 @@
 //! (see the module docs of `gateway`).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::misc::read_body;
 use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
@@ -238,8 +240,12 @@ pub(crate) async fn chat_completions(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::ChatCompletions, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
@@ -15,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::misc::read_body;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -141,8 +143,12 @@ pub(crate) async fn responses(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::Responses, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::Responses, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),

@@ -9,6 +9,7 @@
 //!   bytes-in-flight limits, peak memory under large requests, retries and errors in the
 //!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
+//! - `refusals`: bodies over the limit and wrong methods, refused in the caller's format.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs), `same_api` (plain SDK requests
 //!   to a backend of their own API) and `agent_clis` (the real `claude` and `codex` CLIs).
@@ -22,6 +23,7 @@ mod common;
 mod dialects;
 mod local_model;
 mod openai_upstream;
+mod refusals;
 mod same_api;
 mod scripted;
 mod sdk_clients;
