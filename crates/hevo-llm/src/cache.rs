@@ -138,6 +138,7 @@ mod tests {
                 ..Usage::default()
             },
             logprobs: None,
+            stop_sequence: None,
         };
         cache.put(&key, &response).unwrap();
         assert_eq!(cache.get(&key), Some(response));

@@ -144,4 +144,8 @@ pub struct ChatResponse {
     /// Per-token log-probabilities, when requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Vec<TokenLogprob>>,
+    /// The stop string that ended generation, when the backend says which (Anthropic's
+    /// `stop_sequence`); `finish_reason` is then [`FinishReason::Stop`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sequence: Option<String>,
 }

@@ -178,6 +178,31 @@ fn request_body(request: &ChatRequest, default_max_tokens: u32) -> Value {
     body
 }
 
+/// A forwarded message as a [`ChatResponse`], when the response cache can replay it exactly:
+/// text blocks only, ended by the turn's end, `max_tokens` or a stop sequence (kept in
+/// [`ChatResponse::stop_sequence`]). `None` for tool use, thinking, citations or anything
+/// else a [`ChatResponse`] would drop.
+pub(super) fn plain_answer(value: &Value, model: &str) -> Option<ChatResponse> {
+    let blocks = value.get("content")?.as_array()?;
+    let text_only = blocks.iter().all(|block| {
+        block.as_object().is_some_and(|b| {
+            b.get("type").and_then(Value::as_str) == Some("text")
+                && b.get("text").is_some_and(Value::is_string)
+                && b.iter()
+                    .all(|(k, v)| k == "type" || k == "text" || v.is_null())
+        })
+    });
+    let finished = match value.get("stop_reason").and_then(Value::as_str) {
+        Some("end_turn" | "max_tokens") => true,
+        Some("stop_sequence") => value.get("stop_sequence").is_some_and(Value::is_string),
+        _ => false,
+    };
+    if !(text_only && finished) {
+        return None;
+    }
+    parse_response(value, model).ok()
+}
+
 fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendError> {
     let blocks = value
         .get("content")
@@ -188,9 +213,17 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
         .filter_map(|b| b.get("text").and_then(Value::as_str))
         .collect();
-    let finish_reason = match value.get("stop_reason").and_then(Value::as_str) {
+    let stop_reason = value.get("stop_reason").and_then(Value::as_str);
+    let finish_reason = match stop_reason {
         Some("max_tokens") => FinishReason::Length,
         _ => FinishReason::Stop,
+    };
+    let stop_sequence = match stop_reason {
+        Some("stop_sequence") => value
+            .get("stop_sequence")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
     };
     let usage = crate::gateway::usage::of(Api::Messages, &value["usage"]);
     let model = value
@@ -204,5 +237,6 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         finish_reason,
         usage,
         logprobs: None,
+        stop_sequence,
     })
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::retry::{send_raw, Retries, RetryPolicy};
 use crate::error::BackendError;
+use crate::types::ChatResponse;
 
 /// A provider API an HTTP request speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +52,18 @@ impl Api {
             Api::Embeddings => "openai.embeddings",
             Api::Messages => "anthropic.messages",
             Api::CountTokens => "anthropic.count_tokens",
+        }
+    }
+
+    /// A forwarded answer of this API as hevo's [`ChatResponse`], when it is plain text the
+    /// response cache can replay exactly (see `openai::plain_answer` and
+    /// `anthropic::plain_answer`); `None` otherwise, and for the APIs never translated.
+    /// `model` names the answer when the upstream does not.
+    pub(crate) fn plain_answer(self, value: &Value, model: &str) -> Option<ChatResponse> {
+        match self {
+            Api::ChatCompletions => super::openai::plain_answer(value, model),
+            Api::Messages => super::anthropic::plain_answer(value, model),
+            Api::Responses | Api::Embeddings | Api::CountTokens => None,
         }
     }
 
@@ -151,5 +164,51 @@ pub(crate) fn url(base: &str, request: &RawRequest) -> String {
     match &request.query {
         Some(q) if !q.is_empty() => format!("{base}/{}?{q}", request.api.path()),
         _ => format!("{base}/{}", request.api.path()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_plain_text_answers_are_taken_for_the_cache() {
+        let chat = |message: Value, finish: &str| {
+            json!({"model": "m", "choices": [{"index": 0, "message": message,
+                   "finish_reason": finish}], "usage": {"prompt_tokens": 3}})
+        };
+        let text = chat(
+            json!({"role": "assistant", "content": "hi", "refusal": null}),
+            "stop",
+        );
+        let answer = Api::ChatCompletions.plain_answer(&text, "x").unwrap();
+        assert_eq!(
+            (answer.content.as_str(), answer.usage.prompt_tokens),
+            ("hi", 3)
+        );
+        let call = json!({"role": "assistant", "content": null,
+                          "tool_calls": [{"id": "c", "type": "function"}]});
+        assert!(Api::ChatCompletions
+            .plain_answer(&chat(call, "tool_calls"), "x")
+            .is_none());
+        let refused = json!({"role": "assistant", "content": "", "refusal": "no"});
+        assert!(Api::ChatCompletions
+            .plain_answer(&chat(refused, "stop"), "x")
+            .is_none());
+        let message = |blocks: Value, stop: &str| {
+            json!({"model": "m", "content": blocks, "stop_reason": stop,
+                   "usage": {"input_tokens": 2, "output_tokens": 1}})
+        };
+        let text = json!([{"type": "text", "text": "hi"}]);
+        assert!(Api::Messages
+            .plain_answer(&message(text, "end_turn"), "x")
+            .is_some());
+        let tool = json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}]);
+        assert!(Api::Messages
+            .plain_answer(&message(tool, "tool_use"), "x")
+            .is_none());
+        let response = json!({"object": "response", "output": [], "usage": {}});
+        assert!(Api::Responses.plain_answer(&response, "x").is_none());
     }
 }

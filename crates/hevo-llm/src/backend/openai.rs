@@ -156,6 +156,30 @@ fn request_body(request: &ChatRequest) -> Value {
     body
 }
 
+/// A forwarded chat completion as a [`ChatResponse`], when the response cache can replay it
+/// exactly: one choice of plain text that stopped or ran out of tokens. `None` for tool
+/// calls, refusals, audio, several choices or anything else a [`ChatResponse`] would drop.
+pub(super) fn plain_answer(value: &Value, model: &str) -> Option<ChatResponse> {
+    let [choice] = value.get("choices")?.as_array()?.as_slice() else {
+        return None;
+    };
+    let message = choice.get("message")?.as_object()?;
+    let text_only = message.iter().all(|(key, v)| match key.as_str() {
+        "role" | "content" => true,
+        "annotations" => v.as_array().is_some_and(Vec::is_empty),
+        _ => v.is_null(),
+    });
+    let finished = matches!(
+        choice.get("finish_reason").and_then(Value::as_str),
+        Some("stop" | "length")
+    );
+    let content = message.get("content").is_some_and(Value::is_string);
+    if !(text_only && finished && content) {
+        return None;
+    }
+    parse_response(value, model).ok()
+}
+
 fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendError> {
     let bad = |what: &str| BackendError::Transport(format!("upstream response has no {what}"));
     let choice = value.pointer("/choices/0").ok_or_else(|| bad("choices"))?;
@@ -225,5 +249,6 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         finish_reason,
         usage,
         logprobs,
+        stop_sequence: None,
     })
 }

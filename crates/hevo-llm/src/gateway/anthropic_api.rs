@@ -1,7 +1,9 @@
 //! Anthropic's `POST /v1/messages` (plain and SSE) and `POST /v1/messages/count_tokens`:
-//! translated when it is plain chat, forwarded otherwise (see the module docs of `gateway`).
+//! forwarded unchanged to an `anthropic` backend; for any other backend, translated when it
+//! is plain chat and refused otherwise (see the module docs of `gateway`).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
@@ -11,6 +13,8 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::misc::read_body;
+use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -125,26 +129,33 @@ pub(crate) async fn messages(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::Messages, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::Messages, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
     let forwards = call.backend().forwards(Api::Messages);
+    let id = format!("msg_{}", random_id());
     let (request, stream) = match parse(&raw) {
         Err(Refusal::Invalid(message)) => {
             return call.refuse(Refusal::Invalid(message)).into_response()
         }
-        Ok((_, true)) if forwards => return forward(call, raw, &headers, query).await,
-        Err(_) if forwards => return forward(call, raw, &headers, query).await,
+        Ok((request, false)) if forwards => {
+            let render = |response: &ChatResponse| render(&id, &response.model, response);
+            return forward_plain(&gateway, call, raw, request, &headers, query, render).await;
+        }
+        Ok(_) | Err(_) if forwards => return forward(call, raw, &headers, query).await,
         Err(refusal) => return call.refuse(refusal).into_response(),
         Ok(translated) => translated,
     };
     if let Err(err) = call.admit() {
         return err.into_response();
     }
-    let id = format!("msg_{}", random_id());
     if stream {
         return sse(call, request, id).into_response();
     }
@@ -164,8 +175,12 @@ pub(crate) async fn count_tokens(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::CountTokens, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::CountTokens, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
@@ -178,10 +193,12 @@ pub(crate) async fn count_tokens(
     }
 }
 
-fn stop_reason(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Stop => "end_turn",
-        FinishReason::Length => "max_tokens",
+/// The `stop_reason` of `response`: `stop_sequence` when it names the stop string hit.
+fn stop_reason(response: &ChatResponse) -> &'static str {
+    match (response.finish_reason, &response.stop_sequence) {
+        (FinishReason::Length, _) => "max_tokens",
+        (FinishReason::Stop, Some(_)) => "stop_sequence",
+        (FinishReason::Stop, None) => "end_turn",
     }
 }
 
@@ -202,8 +219,8 @@ fn render(id: &str, model: &str, response: &ChatResponse) -> Value {
         "role": "assistant",
         "model": model,
         "content": [{ "type": "text", "text": response.content }],
-        "stop_reason": stop_reason(response.finish_reason),
-        "stop_sequence": null,
+        "stop_reason": stop_reason(response),
+        "stop_sequence": response.stop_sequence,
         "usage": usage_json(response),
     })
 }
@@ -249,8 +266,8 @@ fn sse(call: Call, request: ChatRequest, id: String) -> impl IntoResponse {
                 send(
                     "message_delta",
                     json!({ "type": "message_delta",
-                            "delta": { "stop_reason": stop_reason(response.finish_reason),
-                                       "stop_sequence": null },
+                            "delta": { "stop_reason": stop_reason(&response),
+                                       "stop_sequence": response.stop_sequence },
                             "usage": usage_json(&response) }),
                 );
                 send("message_stop", json!({ "type": "message_stop" }));

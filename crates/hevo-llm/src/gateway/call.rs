@@ -471,3 +471,35 @@ pub(crate) async fn execute_streaming(
     }
     (result, streamed)
 }
+
+impl Gateway {
+    /// Refuses a request of `api` with `err` before its body was read (it is larger than
+    /// the body limit): authenticated, traced and in the ledger as `bad_request` like any
+    /// refused call, with no model (none was read).
+    pub(crate) fn refuse_unread(&self, api: Api, headers: &HeaderMap, err: ApiError) -> ApiError {
+        let trial = match self.authenticate(api_key(headers), err.dialect) {
+            Ok(trial) => trial,
+            Err(unknown_key) => return unknown_key,
+        };
+        let seq = {
+            let mut state = trial.state.lock().expect("trial lock");
+            state.next_seq += 1;
+            state.next_seq - 1
+        };
+        let call = Call {
+            gateway: self.clone(),
+            trial,
+            seq,
+            api,
+            dialect: err.dialect,
+            started: Instant::now(),
+            started_at_ms: now_ms(),
+            requested_model: String::new(),
+            route: None,
+            bound: InFlight::one(0, 0.0),
+            reserved: AtomicBool::new(false),
+        };
+        call.trace("request", None, &Value::String("(body not read)".into()));
+        call.fail(err)
+    }
+}

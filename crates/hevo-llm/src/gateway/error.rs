@@ -49,6 +49,10 @@ pub(crate) enum ErrorKind {
     NotFound,
     BudgetExceeded,
     Backend,
+    /// The request body is larger than the gateway's limit (413).
+    TooLarge,
+    /// The path is served, but not with the request's method (405).
+    MethodNotAllowed,
 }
 
 /// A failed call: status, kind and a message meant for the harness author. Server-side causes
@@ -76,6 +80,8 @@ impl ApiError {
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorKind::Backend => StatusCode::BAD_GATEWAY,
+            ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 
@@ -89,6 +95,8 @@ impl ApiError {
                     ErrorKind::NotFound => ("invalid_request_error", "model_not_found"),
                     ErrorKind::BudgetExceeded => ("insufficient_quota", "budget_exceeded"),
                     ErrorKind::Backend => ("server_error", "upstream_error"),
+                    ErrorKind::TooLarge => ("invalid_request_error", "request_too_large"),
+                    ErrorKind::MethodNotAllowed => ("invalid_request_error", "method_not_allowed"),
                 };
                 json!({ "error": {
                     "message": self.message, "type": kind, "param": null, "code": code } })
@@ -100,6 +108,8 @@ impl ApiError {
                     ErrorKind::NotFound => "not_found_error",
                     ErrorKind::BudgetExceeded => "rate_limit_error",
                     ErrorKind::Backend => "api_error",
+                    ErrorKind::TooLarge => "request_too_large",
+                    ErrorKind::MethodNotAllowed => "invalid_request_error",
                 };
                 json!({ "type": "error", "error": { "type": kind, "message": self.message } })
             }

@@ -1,8 +1,10 @@
-//! The small endpoints: `HEAD /` and `GET /`, the model list and one model, embeddings, and the
-//! 404 of every path not served.
+//! The small endpoints: `HEAD /` and `GET /`, the model list and one model, embeddings; the
+//! 404 of every path not served and the 405 of a served path called with another method; and
+//! [`read_body`], the refusal of a call whose body cannot be read.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -43,6 +45,73 @@ pub(crate) async fn not_served(method: Method, uri: Uri, headers: HeaderMap) -> 
         ),
     )
     .into_response()
+}
+
+/// A served path called with a method it does not serve: 405 in the caller's dialect (axum
+/// adds the `Allow` header), naming the methods that path serves. Like the 404, not a call.
+pub(crate) async fn method_not_allowed(method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    let path = uri.path();
+    let dialect = match Dialect::of_path(path) {
+        Dialect::Anthropic => Dialect::Anthropic,
+        Dialect::OpenAi => guess_dialect(&headers),
+    };
+    let served: Vec<&str> = SERVED
+        .iter()
+        .filter(|s| s.split_once(' ').is_some_and(|(_, p)| same_path(p, path)))
+        .copied()
+        .collect();
+    ApiError::new(
+        dialect,
+        ErrorKind::MethodNotAllowed,
+        format!(
+            "{method} {path} is not served by hevo's gateway; this path serves: {}",
+            served.join(", ")
+        ),
+    )
+    .into_response()
+}
+
+/// True when `path` matches `pattern`, whose `{...}` segments match any one segment.
+fn same_path(pattern: &str, path: &str) -> bool {
+    let (mut a, mut b) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(p), Some(s)) if p == s || (p.starts_with('{') && !s.is_empty()) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The body of a call of `api`, or the refusal of a call whose body could not be read (over
+/// the body limit: 413; broken off: 400), in the caller's format and already in the ledger.
+pub(crate) fn read_body(
+    gateway: &Gateway,
+    api: Api,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
+    let rejection = match body {
+        Ok(body) => return Ok(body),
+        Err(rejection) => rejection,
+    };
+    let err = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            Dialect::of(api),
+            ErrorKind::TooLarge,
+            format!(
+                "request body is larger than the gateway's limit of {} bytes",
+                gateway.inner.max_body_bytes
+            ),
+        )
+    } else {
+        ApiError::new(
+            Dialect::of(api),
+            ErrorKind::InvalidRequest,
+            format!("request body could not be read: {rejection}"),
+        )
+    };
+    Err(gateway.refuse_unread(api, headers, err))
 }
 
 /// One model, in a shape both SDKs read (OpenAI's `object`/`owned_by`, Anthropic's
@@ -95,15 +164,20 @@ pub(crate) async fn get_model(
 /// 400.
 pub(crate) async fn embeddings(
     State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::Embeddings, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::Embeddings) {
-        forward(call, raw, &headers, None).await
+        forward(call, raw, &headers, query).await
     } else {
         call.unsupported("embeddings (`POST /v1/embeddings`)")
             .into_response()

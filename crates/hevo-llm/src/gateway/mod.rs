@@ -12,12 +12,14 @@
 //! Anthropic's messages and token counting; `HEAD /` and `GET /`. Any other path gets a 404
 //! whose body lists them.
 //!
-//! A request is answered one of two ways. When its translation into a provider-neutral
-//! [`ChatRequest`] carries it exactly (plain chat), the backend answers that, whatever its
-//! provider, and deterministic answers are cached. Otherwise (tools, thinking, structured
-//! output, images, the Responses API, ...), and for every stream, a backend that speaks the
-//! request's API gets it forwarded unchanged ([`forward`]); any other backend (the embedded
-//! model) answers 400 saying what it cannot carry. See docs/models.md.
+//! A request is answered one of two ways. A backend that speaks the request's API gets it
+//! forwarded unchanged ([`forward`]: body, protocol headers and query; only `model` is
+//! mapped), whatever it asks for; a plain deterministic one is still answered from, and its
+//! answer stored in, the response cache under its translation (`same_api`). Any other
+//! backend (the embedded model, a backend of the other provider) answers the request's
+//! translation into a provider-neutral [`ChatRequest`] when that carries it exactly (plain
+//! chat), deterministic answers cached, and otherwise answers 400 saying what it cannot
+//! carry. See docs/models.md.
 
 mod anthropic_api;
 mod bound;
@@ -31,6 +33,7 @@ mod misc;
 mod openai_api;
 mod responses_api;
 mod routes;
+mod same_api;
 mod server;
 mod sse;
 mod stamp;

@@ -1,8 +1,10 @@
-//! OpenAI's `POST /v1/chat/completions`, plain and SSE: translated when it is plain chat,
-//! forwarded otherwise (see the module docs of `gateway`).
+//! OpenAI's `POST /v1/chat/completions`, plain and SSE: forwarded unchanged to an `openai`
+//! backend; for any other backend, translated when it is plain chat and refused otherwise
+//! (see the module docs of `gateway`).
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -12,6 +14,8 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::misc::read_body;
+use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -86,8 +90,8 @@ pub(super) fn parse(raw: &Value) -> Result<(ChatRequest, Options), Refusal> {
         ));
     }
     if field::<u32>(object, "n")?.is_some_and(|n| n != 1) {
-        return Err(Refusal::Invalid(
-            "`n` other than 1 is not supported; make several calls".into(),
+        return Err(Refusal::Unsupported(
+            "`n` other than 1 (several choices; or make several calls)".into(),
         ));
     }
     let temperature = field::<f32>(object, "temperature")?;
@@ -234,29 +238,35 @@ fn render(id: &str, model: &str, response: &ChatResponse, logprobs: bool) -> Val
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
     State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::ChatCompletions, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
     let forwards = call.backend().forwards(Api::ChatCompletions);
+    let id = format!("chatcmpl-{}", random_id());
     let (request, options) = match parse(&raw) {
         Err(Refusal::Invalid(message)) => {
             return call.refuse(Refusal::Invalid(message)).into_response()
         }
-        Ok((_, options)) if forwards && options.stream => {
-            return forward(call, raw, &headers, None).await
+        Ok((request, options)) if forwards && !options.stream => {
+            let render = |r: &ChatResponse| render(&id, &r.model, r, options.logprobs);
+            return forward_plain(&gateway, call, raw, request, &headers, query, render).await;
         }
-        Err(_) if forwards => return forward(call, raw, &headers, None).await,
+        Ok(_) | Err(_) if forwards => return forward(call, raw, &headers, query).await,
         Err(refusal) => return call.refuse(refusal).into_response(),
         Ok(translated) => translated,
     };
     if let Err(err) = call.admit() {
         return err.into_response();
     }
-    let id = format!("chatcmpl-{}", random_id());
     if options.stream {
         stream(call, request, options, id).into_response()
     } else {

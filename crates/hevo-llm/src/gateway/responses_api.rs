@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -15,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::misc::read_body;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -139,15 +141,20 @@ fn input_item(i: usize, item: &Value) -> Result<ChatMessage, Refusal> {
 /// `POST /v1/responses`.
 pub(crate) async fn responses(
     State(gateway): State<Gateway>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read_body(&gateway, Api::Responses, &headers, body) {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
     let (call, raw) = match gateway.begin(Api::Responses, &headers, &body) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::Responses) {
-        return forward(call, raw, &headers, None).await;
+        return forward(call, raw, &headers, query).await;
     }
     let (request, stream) = match parse(&raw) {
         Ok(translated) => translated,
@@ -236,6 +243,7 @@ fn sse(call: Call, request: ChatRequest, ids: Ids) -> impl IntoResponse {
             finish_reason: FinishReason::Stop,
             usage: Default::default(),
             logprobs: None,
+            stop_sequence: None,
         };
         let started = render(&ids, &pending, "in_progress");
         send("response.created", json!({ "response": started }));

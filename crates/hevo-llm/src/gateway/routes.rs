@@ -1,6 +1,7 @@
 //! The HTTP routes: [`SERVED`], every method and path the gateway answers, and
 //! [`Gateway::router`], which wires each to its handler behind the body limit and
-//! [`limits::hold`].
+//! [`limits::hold`]. An unknown path gets `misc::not_served` (404), a served path called
+//! with another method `misc::method_not_allowed` (405), both in the caller's format.
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, head, post};
@@ -37,6 +38,7 @@ impl Gateway {
             )
             .route("/", head(misc::root).get(misc::root))
             .fallback(misc::not_served)
+            .method_not_allowed_fallback(misc::method_not_allowed)
             .layer(DefaultBodyLimit::max(self.inner.max_body_bytes))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),

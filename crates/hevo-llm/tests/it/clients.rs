@@ -56,6 +56,30 @@ impl Through {
         run_caps: Caps,
         price: ModelPrice,
     ) -> Self {
+        Self::start_configured(target_name, trial_caps, run_caps, price, |_, _| {}).await
+    }
+
+    /// [`Through::start`] with a response cache in `<dir>/cache`.
+    pub async fn start_cached(target_name: &str) -> Self {
+        Self::start_configured(
+            target_name,
+            Caps::UNLIMITED,
+            Caps::UNLIMITED,
+            ModelPrice::paid(1.0, 0.25, 4.0),
+            |config, dir| config.cache_dir = Some(dir.join("cache")),
+        )
+        .await
+    }
+
+    /// [`Through::start_capped`], with `configure` changing the gateway's config last (it is
+    /// given the fixture's temp dir).
+    pub async fn start_configured(
+        target_name: &str,
+        trial_caps: Caps,
+        run_caps: Caps,
+        price: ModelPrice,
+        configure: impl FnOnce(&mut GatewayConfig, &Path),
+    ) -> Self {
         // not under /tmp: Codex refuses to set up its sandbox helper in a temporary dir
         let dir = agent_scratch();
         let work = dir.path().join("work");
@@ -97,6 +121,7 @@ impl Through {
         );
         config.default_model = Some("claude-test".into());
         config.run_caps = run_caps;
+        configure(&mut config, dir.path());
         let sink = Arc::new(MemorySink::new());
         let gateway = Gateway::start(config, vec![openai, anthropic], sink.clone()).unwrap();
         let labels = TrialLabels {

@@ -9,9 +9,11 @@
 //!   bytes-in-flight limits, peak memory under large requests, retries and errors in the
 //!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
+//! - `refusals`: bodies over the limit and wrong methods, refused in the caller's format.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
-//!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
-//!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
+//!   real clients: `sdk_clients` (the official Python SDKs), `same_api` (plain SDK requests
+//!   to a backend of their own API) and `agent_clis` (the real `claude` and `codex` CLIs).
+//!   They skip, loudly, when the client is not installed.
 //! - `faulty`, `upstream_faults`: an upstream that misbehaves on purpose (slow streams,
 //!   silence, refused keys, odd `Retry-After`, prompt-cache writes) and what the official
 //!   SDKs and the ledger see through the gateway.
@@ -25,6 +27,8 @@ mod dialects;
 mod faulty;
 mod local_model;
 mod openai_upstream;
+mod refusals;
+mod same_api;
 mod scripted;
 mod sdk_clients;
 mod upstream_faults;

@@ -3,6 +3,9 @@
 //! agent turn by reading the request: while no tool result is in the history and a writing
 //! tool is offered, it calls that tool to write [`Script::content`] to [`Script::path`];
 //! once a tool result is there, it answers with final text. Without tools it echoes.
+//! Anthropic's usage reports [`CACHE_WRITTEN`] prompt-cache tokens written when the request
+//! marks `cache_control`; its text stops before the first of the request's `stop_sequences`
+//! it contains, with stop reason `stop_sequence`.
 //!
 //! Writing tools it knows: Claude Code's `Write` (`file_path`, `content`), Codex's
 //! `exec_command` (`cmd`, a shell command), and the tests' own `write_file` (`path`,
@@ -92,6 +95,28 @@ fn log(shared: &Shared, uri: &OriginalUri, headers: &HeaderMap, body: &Value) {
 /// Prompt tokens the upstream reports: a quarter of the body's bytes (deterministic).
 fn prompt_tokens(body: &Value) -> u64 {
     body.to_string().len() as u64 / 4
+}
+
+/// Input tokens Anthropic's prompt cache writes: 11 when the request marks a
+/// `cache_control` breakpoint anywhere, else none.
+pub const CACHE_WRITTEN: u64 = 11;
+
+fn cache_written(body: &Value) -> u64 {
+    if body.to_string().contains("\"cache_control\"") {
+        CACHE_WRITTEN
+    } else {
+        0
+    }
+}
+
+/// Where the first of `sequences` (a request's `stop_sequences`) starts in `text`, and which.
+fn first_stop<'a>(text: &str, sequences: &'a Value) -> Option<(usize, &'a str)> {
+    sequences
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|s| text.find(s).map(|at| (at, s)))
+        .min_by_key(|(at, _)| *at)
 }
 
 /// The scripted turn: a tool call (name, arguments) or final text.
@@ -212,23 +237,32 @@ async fn messages(
         blocks
             .push(json!({"type": "thinking", "thinking": "Plan the turn.", "signature": "sig-1"}));
     }
+    let mut stop_sequence = Value::Null;
     let stop = match &turn {
         Turn::Call(name, args) => {
             blocks.push(json!({"type": "tool_use", "id": "toolu_1", "name": name, "input": args}));
             "tool_use"
         }
-        Turn::Text(text) => {
-            blocks.push(json!({"type": "text", "text": text}));
-            "end_turn"
-        }
+        Turn::Text(text) => match first_stop(text, &body["stop_sequences"]) {
+            Some((at, sequence)) => {
+                blocks.push(json!({"type": "text", "text": text[..at]}));
+                stop_sequence = json!(sequence);
+                "stop_sequence"
+            }
+            None => {
+                blocks.push(json!({"type": "text", "text": text}));
+                "end_turn"
+            }
+        },
     };
     let usage = json!({"input_tokens": input, "cache_read_input_tokens": 0,
-                       "cache_creation_input_tokens": 0, "output_tokens": 9});
+                       "cache_creation_input_tokens": cache_written(&body),
+                       "output_tokens": 9});
     if body["stream"] != true {
         return Json(
             json!({"id": "msg_up", "type": "message", "role": "assistant",
             "model": format!("{model}-answered"), "content": blocks, "stop_reason": stop,
-            "stop_sequence": null, "usage": usage}),
+            "stop_sequence": stop_sequence, "usage": usage}),
         )
         .into_response();
     }
@@ -280,7 +314,8 @@ async fn messages(
     }
     events.push((
         Some("message_delta"),
-        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+        json!({"type": "message_delta",
+               "delta": {"stop_reason": stop, "stop_sequence": stop_sequence},
                "usage": {"output_tokens": 9}}),
     ));
     events.push((Some("message_stop"), json!({"type": "message_stop"})));
@@ -329,19 +364,29 @@ async fn chat(
         ),
         Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
     };
+    // `n` choices, all the same
+    let n = body["n"].as_u64().unwrap_or(1);
     if body["stream"] != true {
+        let choices: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"index": i, "message": message, "logprobs": null,
+                            "finish_reason": finish})
+            })
+            .collect();
         return Json(
             json!({"id": "chatcmpl-up", "object": "chat.completion", "created": 0,
-            "model": model, "choices": [{"index": 0, "message": message, "logprobs": null,
-            "finish_reason": finish}], "usage": usage}),
+            "model": model, "choices": choices, "usage": usage}),
         )
         .into_response();
     }
     let chunk = |delta: Value, finish: Value| {
+        let choices: Vec<Value> = (0..n)
+            .map(|i| json!({"index": i, "delta": delta, "finish_reason": finish}))
+            .collect();
         (
             None,
             json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 0,
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+            "model": model, "choices": choices}),
         )
     };
     let mut events = vec![chunk(

@@ -13,7 +13,7 @@ fn script(name: &str) -> String {
 }
 
 /// Runs a Python harness and parses the JSON line it prints last.
-fn run_python(t: &Through, name: &str) -> Option<Value> {
+pub(crate) fn run_python(t: &Through, name: &str) -> Option<Value> {
     let python = python_with_sdks()?;
     let mut command = Command::new(python);
     command.arg(script(name));
@@ -131,7 +131,8 @@ async fn anthropic_sdk_streams_tool_use_with_thinking_and_counts_tokens() {
         .headers
         .iter()
         .any(|(k, v)| k == "x-api-key" && v == "upstream-secret")));
-    // the plain call with temperature 0 was translated: the upstream saw hevo's own body
-    assert_eq!(seen[3].body["temperature"], 0.0);
+    // the plain call with temperature 0 went upstream as the SDK sent it
+    assert_eq!(seen[3].body["temperature"], 0);
+    assert_eq!(seen[3].body["messages"][0]["content"], "hi");
     assert_eq!(out["plain"], "echo: hi");
 }

@@ -270,6 +270,7 @@ impl<'m> Engine<'m> {
                 ..Usage::default()
             },
             logprobs,
+            stop_sequence: None,
         };
         Ok(Completion {
             response,
