@@ -17,6 +17,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use hevo_runtime::spend::Spend;
+use hevo_runtime::untrusted::{self, Copied, Limits, Refused, Unsafe};
 use hevo_stats::estimate::Estimate;
 use serde::{Deserialize, Serialize};
 
@@ -282,6 +283,21 @@ pub const SKIPPED_DIRS: [&str; 3] = ["__pycache__", ".git", "runs"];
 /// Copies a harness directory, leaving out [`SKIPPED_DIRS`].
 pub fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     hevo_runtime::trial::copy_tree(from, to, &SKIPPED_DIRS)
+}
+
+/// The most a candidate's code may hold: files and folders, and bytes of all its files.
+pub const CANDIDATE_LIMITS: Limits = Limits {
+    max_entries: 10_000,
+    max_bytes: 100 * 1024 * 1024,
+};
+
+/// Copies code an untrusted process wrote (a proposer's candidate, an agent's edit):
+/// regular files and folders only, leaving out [`SKIPPED_DIRS`], within
+/// [`CANDIDATE_LIMITS`]. A link is never followed and a FIFO, socket or device never
+/// opened: either is refused, naming the entry ([`Refused`]'s message is the cause a
+/// rejection records).
+pub fn copy_candidate(from: &Path, to: &Path) -> Result<Copied, Refused> {
+    untrusted::copy_tree(from, to, &SKIPPED_DIRS, CANDIDATE_LIMITS, Unsafe::Refuse)
 }
 
 /// Whether `name` is a valid candidate name (letters, digits, `-`, `_`, `.`; not empty;
