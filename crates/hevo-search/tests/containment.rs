@@ -155,12 +155,13 @@ fn found(root: &Path, needle: &[u8]) -> Vec<PathBuf> {
 /// clean filter and a textconv driver named by its `.gitattributes`, a nested repository
 /// with its own fsmonitor) and edits the harness, hoping hevo runs git there on the host.
 /// I1 stops there (a legitimate edit besides); I2 also leaves a FIFO, a link to
-/// `/dev/zero` and a link to the suite; I3 makes its plan a link to a secret file.
+/// `/dev/zero` and a link to the suite; I3 makes its plan a link to a secret file. As the
+/// diagnosing agent, its `out/diagnosis.json` is a link to `/dev/zero`.
 const GIT_ATTACK_AGENT: &str = r##"
 exec 1>&2
 m=$HEVO_MARKER
 case "$1" in
-  *HEVO-HARNESSPRO-DIAGNOSE*) exit 0 ;;
+  *HEVO-HARNESSPRO-DIAGNOSE*) mkdir -p out; ln -s /dev/zero out/diagnosis.json; exit 0 ;;
 esac
 ins=$(grep -o 'HEVO-HARNESSPRO-EDIT I[123]' <<<"$1" | cut -d' ' -f2)
 echo "editing for $ins in $(pwd)"
@@ -227,6 +228,15 @@ fn an_edit_agent_planting_a_git_repository_never_runs_a_command_on_the_host() {
 
     let run = run_dir(&dir);
     let archive = run.join("archive");
+    // The diagnosis that is a link to /dev/zero is rejected unread.
+    let rejected = std::fs::read_to_string(
+        archive.join("candidates/000-seed/diagnosis/epoch-001.agent.rejected.txt"),
+    )
+    .unwrap();
+    assert!(
+        rejected.contains("`out/diagnosis.json` is a symbolic link (to `/dev/zero`)"),
+        "{rejected}"
+    );
     let record: EpochRecord =
         serde_json::from_slice(&std::fs::read(archive.join("harnesspro/epoch-001.json")).unwrap())
             .unwrap();

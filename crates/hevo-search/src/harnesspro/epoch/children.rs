@@ -211,13 +211,14 @@ pub(super) fn proposed_children(pending: &Path) -> Vec<PlanRecord> {
     };
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
+        .filter(|p| hevo_runtime::untrusted::is_real_dir(p))
         .collect();
     dirs.sort();
     for d in dirs {
-        let meta: Option<CandidateMeta> = std::fs::read_to_string(d.join("candidate.toml"))
-            .ok()
-            .and_then(|t| toml::from_str(&t).ok());
+        let meta: Option<CandidateMeta> =
+            hevo_runtime::untrusted::read_text(&d.join("candidate.toml"), 64 * 1024)
+                .ok()
+                .and_then(|t| toml::from_str(&t).ok());
         let name = d
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
