@@ -289,3 +289,142 @@ fn an_edit_agent_planting_a_git_repository_never_runs_a_command_on_the_host() {
     let db = std::fs::read(run.join("hevo.db")).unwrap();
     assert!(!db.windows(19).any(|w| w == b"sk-HOST-SECRET-4242"));
 }
+
+/// Kills and reaps a process on drop.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The audit's proposer: candidates whose files are links to the suite, the store, hevo's
+/// `/proc/self/stat` and the environment of a process holding a provider key (the user's
+/// shell that started hevo); a FIFO; a link to `/dev/zero`; a pending entry that is itself
+/// a link to the suite's folder; one with more files than a candidate may hold; and hevo's
+/// own `.proposed` marker planted as a link to a file of the user's. One honest candidate
+/// besides.
+const LINK_ATTACK_PROPOSER: &str = r##"
+exec 1>&2
+seed=$(ls -d candidates/000-*/code)
+new() {  # new NAME: a copy of the seed named NAME
+  mkdir -p pending/$1
+  cp -r $seed/. pending/$1/
+  sed -i "s/^name = .*/name = \"$1\"/" pending/$1/harness.toml
+  printf 'name = "%s"\nhypothesis = "%s"\n' "$1" "$1" > pending/$1/candidate.toml
+}
+new good
+new evil-links
+d=pending/evil-links
+ln -s ../../../../../tasks.jsonl $d/suite_tasks.jsonl
+ln -s ../../../hevo.db $d/hevo.db
+ln -s /proc/self/stat $d/hevo_stat
+ln -s /proc/$HEVO_VICTIM_PID/environ $d/parent_environ
+for f in suite_tasks.jsonl hevo.db parent_environ; do [ -r $d/$f ] && echo "RESOLVES $f"; done
+new evil-fifo
+mkfifo pending/evil-fifo/notes.txt
+new evil-zero
+ln -s /dev/zero pending/evil-zero/data.bin
+ln -s ../../../.. pending/x
+[ -r pending/x/tasks.jsonl ] && echo "RESOLVES x"
+new evil-many
+mkdir pending/evil-many/many
+(cd pending/evil-many/many && touch f{1..10001})
+ln -sfn "$HEVO_VICTIM_FILE" pending/.proposed
+exit 0
+"##;
+
+#[test]
+fn a_proposers_links_fifos_and_devices_are_rejected_unfollowed_with_their_cause() {
+    let (tmp, dir) = setup(
+        "[search]\niterations = 1\ncandidates_per_iteration = 1\njobs = 2\n\
+         [evaluation]\nstrategy = \"full\"\n",
+    );
+    // A process of the user's holding a provider key, as the shell that started hevo.
+    let victim = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .env("OPENAI_API_KEY", "sk-PROVIDER-SECRET-123")
+            .spawn()
+            .unwrap(),
+    );
+    let victim_file = tmp.path().join("users-file.txt");
+    std::fs::write(&victim_file, "the user's own text\n").unwrap();
+    let env = vec![
+        ("HEVO_VICTIM_PID".into(), victim.0.id().to_string()),
+        (
+            "HEVO_VICTIM_FILE".into(),
+            victim_file.to_string_lossy().into_owned(),
+        ),
+    ];
+    let (result, log) = search(&dir, LINK_ATTACK_PROPOSER, env);
+    let report = result.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let run = run_dir(&dir);
+    let transcript =
+        std::fs::read_to_string(run.join("proposer/iter-001/stderr.txt")).unwrap_or_default();
+    // The links did name what the attacker wanted: the test is not vacuous.
+    for f in ["suite_tasks.jsonl", "hevo.db", "parent_environ", "x"] {
+        assert!(
+            transcript.contains(&format!("RESOLVES {f}")),
+            "{f}: {transcript}"
+        );
+    }
+
+    // The honest candidate is taken; every other is rejected with its cause.
+    let names: Vec<&str> = report.candidates.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["seed", "good"], "{log}");
+    assert_eq!(report.rejected, 5, "{log}");
+    let summary = std::fs::read_to_string(run.join("archive/summary.jsonl")).unwrap();
+    let outcome = |name: &str| -> String {
+        summary
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["name"] == name)
+            .map(|v| v["outcome"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{name} is not in the summary:\n{summary}"))
+    };
+    let cases = [
+        (
+            "evil-links",
+            "rejected: `hevo.db` is a symbolic link (to `../../../hevo.db`)",
+        ),
+        ("evil-fifo", "rejected: `notes.txt` is a FIFO"),
+        (
+            "evil-zero",
+            "rejected: `data.bin` is a symbolic link (to `/dev/zero`)",
+        ),
+        (
+            "x",
+            "rejected: it is a symbolic link (to `../../../..`), not a folder",
+        ),
+        (
+            "evil-many",
+            "rejected: it holds more than 10000 files and folders",
+        ),
+    ];
+    for (name, cause) in cases {
+        let got = outcome(name);
+        assert!(got.starts_with(cause), "{name}: {got}");
+    }
+
+    // Nothing any link named reached the archive (where the next proposer and every
+    // harness read), and nothing is left in staging.
+    let archive = run.join("archive");
+    for (needle, what) in [
+        (&b"\"split\": \"test\""[..], "the suite's test split"),
+        (b"SQLite format 3", "the store"),
+        (b"sk-PROVIDER-SECRET-123", "the provider key"),
+    ] {
+        let leaked = found(&archive, needle);
+        assert!(leaked.is_empty(), "{what} leaked into {leaked:?}");
+    }
+    assert!(!run.join("staging").exists());
+    // The marker planted as a link was replaced, not written through.
+    assert_eq!(
+        std::fs::read_to_string(&victim_file).unwrap(),
+        "the user's own text\n"
+    );
+    drop(victim);
+}
