@@ -292,8 +292,8 @@ pub fn content_hash(dir: &Path) -> io::Result<String> {
     collect_files(dir, dir, &mut files)?;
     files.sort();
     let mut h = Sha256::new();
-    for rel in files {
-        let bytes = std::fs::read(dir.join(&rel))?;
+    for (rel, is_link) in files {
+        let bytes = read_for_hash(&dir.join(&rel), is_link)?;
         h.update(rel.to_string_lossy().as_bytes());
         h.update([0]);
         h.update((bytes.len() as u64).to_le_bytes());
@@ -302,7 +302,39 @@ pub fn content_hash(dir: &Path) -> io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+/// A file's bytes for [`content_hash`]. It is opened without blocking and must be a regular
+/// file (checked on the open file): a FIFO, socket or device fails instead of hanging or
+/// reading without end. A link (in a user's own harness or suite) is followed to a regular
+/// file, as before; an entry listed as a regular file is opened with `O_NOFOLLOW`, so a link
+/// swapped in after the listing fails.
+fn read_for_hash(path: &Path, is_link: bool) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY;
+    if !is_link {
+        flags |= nix::libc::O_NOFOLLOW;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is not a regular file (a FIFO, socket, device or folder); hevo reads \
+                 only regular files",
+                path.display()
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(1 << 20) as usize);
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
@@ -318,7 +350,7 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<
             }
         } else if ty.is_file() || ty.is_symlink() {
             if let Ok(rel) = path.strip_prefix(root) {
-                out.push(rel.to_path_buf());
+                out.push((rel.to_path_buf(), ty.is_symlink()));
             }
         }
     }
@@ -349,6 +381,28 @@ mod tests {
         assert_eq!(content_hash(&h.dir).unwrap(), before);
         std::fs::write(d.path().join("h.py"), "print(2)").unwrap();
         assert_ne!(content_hash(&h.dir).unwrap(), before);
+    }
+
+    /// A link to `/dev/zero` or to a FIFO in a harness fails the hash at once: before, the
+    /// FIFO hung `open` and `/dev/zero` was read until memory ran out.
+    #[test]
+    fn the_hash_refuses_fifos_and_devices_instead_of_hanging() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("h.py"), "print(1)").unwrap();
+        std::fs::write(d.path().join("data.txt"), "lines").unwrap();
+        std::os::unix::fs::symlink("data.txt", d.path().join("linked.txt")).unwrap();
+        let with_link = content_hash(d.path()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.path().join("zero")).unwrap();
+        let err = content_hash(d.path()).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        std::fs::remove_file(d.path().join("zero")).unwrap();
+        // A FIFO itself is not a file of the harness; a link to one fails.
+        let fifo = d.path().join("pipe");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(content_hash(d.path()).unwrap(), with_link);
+        std::os::unix::fs::symlink(&fifo, d.path().join("to-pipe")).unwrap();
+        let err = content_hash(d.path()).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //!   network) and [`sandbox_init`], its init inside;
 //! - [`slurm`]: the launcher that runs every process as a job of a Slurm cluster;
 //! - [`trial`]: one harness process on one task (working directory, environment, limits);
+//! - [`untrusted`]: copying and reading what an untrusted process wrote, never following a
+//!   link or opening a FIFO or device;
 //! - [`executor`]: running many trials in parallel, longest first;
 //! - [`model_access`]: the gateway key of each trial and its spend;
 //! - [`store`]: the SQLite store (one writer, exact resume);
@@ -57,3 +59,4 @@ pub mod suite;
 pub mod task;
 pub mod tests_lock;
 pub mod trial;
+pub mod untrusted;

@@ -17,6 +17,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use hevo_runtime::spend::Spend;
+use hevo_runtime::untrusted::{self, Copied, Limits, Refused, Unsafe};
 use hevo_stats::estimate::Estimate;
 use serde::{Deserialize, Serialize};
 
@@ -181,7 +182,15 @@ impl Archive {
         Ok(out)
     }
 
-    /// Copies a candidate's code into the archive and writes its `candidate.toml`.
+    /// Where pending candidates are copied to be checked: `<run>/staging/`, beside the
+    /// archive (hevo's alone: no proposer writes or reads it).
+    pub fn staging_dir(&self) -> PathBuf {
+        self.root.parent().unwrap_or(&self.root).join("staging")
+    }
+
+    /// Copies a candidate's code into the archive with [`copy_dir`] (regular files and
+    /// folders only: a link, FIFO or device is an error, never followed or opened) and
+    /// writes its `candidate.toml`.
     ///
     /// Writes into a temporary directory first and renames it into place, so a crash never
     /// leaves a half-copied candidate behind. Returns the candidate's directory.
@@ -190,6 +199,24 @@ impl Archive {
         seq: u32,
         meta: &CandidateMeta,
         code: &Path,
+    ) -> io::Result<PathBuf> {
+        self.add(seq, meta, code, copy_dir)
+    }
+
+    /// [`Archive::add_candidate`] for a seed: the user's own folder, copied as it is, with
+    /// its links followed (a seed's link to a shared file becomes a copy of that file).
+    pub fn add_seed(&self, seq: u32, meta: &CandidateMeta, code: &Path) -> io::Result<PathBuf> {
+        self.add(seq, meta, code, |from, to| {
+            hevo_runtime::trial::copy_tree(from, to, &SKIPPED_DIRS)
+        })
+    }
+
+    fn add(
+        &self,
+        seq: u32,
+        meta: &CandidateMeta,
+        code: &Path,
+        copy: impl FnOnce(&Path, &Path) -> io::Result<()>,
     ) -> io::Result<PathBuf> {
         let dir = self.candidate_dir(seq, &meta.name);
         if dir.exists() {
@@ -203,7 +230,7 @@ impl Archive {
             fs::remove_dir_all(&tmp)?;
         }
         fs::create_dir_all(tmp.join("traces"))?;
-        copy_dir(code, &tmp.join("code"))?;
+        copy(code, &tmp.join("code"))?;
         let toml = toml::to_string(meta).map_err(io::Error::other)?;
         fs::write(tmp.join("candidate.toml"), toml)?;
         fs::rename(&tmp, &dir)?;
@@ -279,9 +306,50 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// and the archive, into itself).
 pub const SKIPPED_DIRS: [&str; 3] = ["__pycache__", ".git", "runs"];
 
-/// Copies a harness directory, leaving out [`SKIPPED_DIRS`].
+/// Copies a harness directory with [`copy_candidate`]: regular files and folders only,
+/// leaving out [`SKIPPED_DIRS`]; a link or special file is an error naming it.
 pub fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
-    hevo_runtime::trial::copy_tree(from, to, &SKIPPED_DIRS)
+    copy_candidate(from, to)
+        .map(|_| ())
+        .map_err(io::Error::from)
+}
+
+/// Writes `bytes` to `path` in a folder a proposer can write (`pending/`): whatever entry
+/// is at `path` (a link, a FIFO, a folder) is removed first and the file is created anew,
+/// never opened through a link or blocking on a FIFO.
+pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(path)?,
+        Ok(_) => fs::remove_file(path)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+/// Reads the small text file at `path` in a folder a proposer can write (a marker): `None`
+/// when it is missing, not a regular file (a link, a FIFO) or larger than 4 KiB.
+pub fn read_marker(path: &Path) -> Option<String> {
+    untrusted::read_text(path, 4096).ok()
+}
+
+/// The most a candidate's code may hold: files and folders, and bytes of all its files.
+pub const CANDIDATE_LIMITS: Limits = Limits {
+    max_entries: 10_000,
+    max_bytes: 100 * 1024 * 1024,
+};
+
+/// Copies code an untrusted process wrote (a proposer's candidate, an agent's edit):
+/// regular files and folders only, leaving out [`SKIPPED_DIRS`], within
+/// [`CANDIDATE_LIMITS`]. A link is never followed and a FIFO, socket or device never
+/// opened: either is refused, naming the entry ([`Refused`]'s message is the cause a
+/// rejection records).
+pub fn copy_candidate(from: &Path, to: &Path) -> Result<Copied, Refused> {
+    untrusted::copy_tree(from, to, &SKIPPED_DIRS, CANDIDATE_LIMITS, Unsafe::Refuse)
 }
 
 /// Whether `name` is a valid candidate name (letters, digits, `-`, `_`, `.`; not empty;
@@ -374,6 +442,7 @@ mod tests {
             "3 new candidates",
             "dataset names",
             "summary.jsonl",
+            "no symbolic link",
             "test",
         ] {
             assert!(text.contains(needle), "SKILL.md lacks {needle:?}:\n{text}");

@@ -10,8 +10,8 @@
 //! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
 //! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model);
 //! - [`tests_synth`]: `hevo tests synth`, agent-written tests frozen into a locked suite;
-//! - [`harnesspro`]: HarnessPro's epoch loop (core set, diagnosis, survivors, plans in git
-//!   worktrees);
+//! - [`harnesspro`]: HarnessPro's epoch loop (core set, diagnosis, survivors, plans committed
+//!   on git branches);
 //! - [`view`]: what a run directory shows (`hevo report`, `status`, `show`, `ls`).
 //!
 //! This crate decides *what* to evaluate and keeps the archive; it runs nothing itself:

@@ -29,6 +29,9 @@ use crate::diagnose::{Diagnosis, Finding};
 /// The file the agent writes, relative to its workspace.
 pub const OUTPUT: &str = "out/diagnosis.json";
 
+/// The most of [`OUTPUT`] hevo reads.
+pub const MAX_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+
 /// A diagnosis workspace: the copied trajectory files, by workspace-relative path, with the
 /// real trace file each copies.
 pub struct Workspace {
@@ -131,9 +134,19 @@ struct Output {
 /// Reads and checks the agent's `out/diagnosis.json`; the diagnosis with evidence pointing
 /// at the real trace files, or what is wrong (naming the file, the finding and the fix).
 pub fn read_output(ws: &Workspace, candidate: &str, trials: usize) -> Result<Diagnosis, String> {
+    use hevo_runtime::untrusted::{read_text, Refused};
     let path = ws.dir.join(OUTPUT);
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| format!("`{OUTPUT}` was not written ({e})"))?;
+    // Only a regular file is read: a link (to a secret, to `/dev/zero`) or a FIFO is refused.
+    let text = read_text(&path, MAX_OUTPUT_BYTES).map_err(|e| match e {
+        Refused::Io { source, .. } => format!("`{OUTPUT}` was not written ({source})"),
+        Refused::Link { target, .. } => {
+            format!("`{OUTPUT}` is a symbolic link (to `{target}`), not a file: it is not read")
+        }
+        Refused::Special { kind, .. } => {
+            format!("`{OUTPUT}` is {kind}, not a regular file: it is not read")
+        }
+        other => format!("`{OUTPUT}`: {other}"),
+    })?;
     let out: Output = serde_json::from_str(&text).map_err(|e| {
         format!("`{OUTPUT}` does not match the schema: {e} (expected {{\"findings\": [...]}})")
     })?;

@@ -9,8 +9,9 @@
 //!     each pool candidate runs every core task G times (the store memoizes)
 //!     diagnosis: built-in analyzer, and the agent if one is configured (agent_diagnosis.rs)
 //!     selection: tiers on the strategy's val estimates and val cost  -> <= 3 survivors
-//!     per survivor, instructions I1 / I2 / I3 (plan.rs): the agent plans and edits a git
-//!     worktree of the survivor (worktree.rs), hevo commits it        -> pending/
+//!     per survivor, instructions I1 / I2 / I3 (plan.rs): the agent plans and edits a copy
+//!     of the survivor's branch; hevo copies its files out and commits them on a branch of
+//!     its own repository (worktree.rs)                            -> pending/
 //! the search validates, archives and evaluates the children with its strategy, as usual
 //! ```
 //!

@@ -3,7 +3,7 @@
 //!
 //! One agent call per child: it reads its instruction, the parent's diagnoses and metrics
 //! and the other candidates' diffs and diagnoses (`context/`, read-only), writes its plan
-//! to `plan/PLAN.md` and implements it in `harness/`, a git worktree of the parent. It sees
+//! to `plan/PLAN.md` and implements it in `harness/`, a copy of the parent's code. It sees
 //! no validation or test task, no expected answer and no score.
 
 use std::path::{Path, PathBuf};
@@ -49,7 +49,8 @@ pub const PLAN_FILE: &str = "plan/PLAN.md";
 pub struct EditWorkspace {
     /// The workspace (the agent's working directory).
     pub dir: PathBuf,
-    /// `harness/`: the git worktree of the parent, the only code the agent may change.
+    /// `harness/`: a copy of the parent's code (plain files, no repository), the only code
+    /// the agent may change.
     pub harness: PathBuf,
     /// `plan/`: where `PLAN.md` is written.
     pub plan_dir: PathBuf,
@@ -84,11 +85,29 @@ pub fn prompt(parent: &str, child: &str, ins: Instruction) -> String {
     )
 }
 
-/// The plan the agent wrote: its text, trimmed, or why there is none.
+/// The most of a plan hevo reads.
+pub const MAX_PLAN_BYTES: u64 = 256 * 1024;
+
+/// The plan the agent wrote: its text, trimmed, or why there is none. It must be a regular
+/// file: a link (to a secret of this user, to `/dev/zero`) or a FIFO is refused unread.
 pub fn read_plan(ws: &EditWorkspace) -> Result<String, String> {
+    use hevo_runtime::untrusted::{read_text, Refused};
     let path = ws.dir.join(PLAN_FILE);
-    let text =
-        std::fs::read_to_string(&path).map_err(|_| format!("the agent wrote no `{PLAN_FILE}`"))?;
+    let text = read_text(&path, MAX_PLAN_BYTES).map_err(|e| match e {
+        Refused::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!("the agent wrote no `{PLAN_FILE}`")
+        }
+        Refused::Link { target, .. } => {
+            format!("`{PLAN_FILE}` is a symbolic link (to `{target}`), not a file: it is not read")
+        }
+        Refused::Special { kind, .. } => {
+            format!("`{PLAN_FILE}` is {kind}, not a regular file: it is not read")
+        }
+        Refused::TooLarge { .. } => {
+            format!("`{PLAN_FILE}` is larger than {} KiB", MAX_PLAN_BYTES / 1024)
+        }
+        other => format!("cannot read `{PLAN_FILE}`: {other}"),
+    })?;
     let text = text.trim();
     if text.is_empty() {
         return Err(format!("`{PLAN_FILE}` is empty"));

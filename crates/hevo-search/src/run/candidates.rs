@@ -38,7 +38,7 @@ pub(super) fn archive_seeds(
         };
         let seq = candidates.len();
         let cdir = archive
-            .add_candidate(seq as u32, &meta, &harness.dir)
+            .add_seed(seq as u32, &meta, &harness.dir)
             .map_err(io_err("cannot archive seed", &harness.dir))?;
         candidates.push(Candidate {
             seq,

@@ -1,7 +1,12 @@
 //! The proposals of one iteration and their validation: asking the proposer to fill
-//! `archive/pending/` (unless it already did), checking each pending candidate (metadata,
-//! name, manifest, entry, smoke trial), keeping the rejected ones under `archive/rejected/`,
-//! and clearing `pending/`.
+//! `archive/pending/` (unless it already did), copying each pending candidate into
+//! `<run>/staging/` (regular files and folders only, bounded: a link, FIFO, socket or
+//! device rejects it, unfollowed and unopened), checking the copy (metadata, name,
+//! manifest, entry, smoke trial), keeping the rejected ones under `archive/rejected/`, and
+//! clearing `pending/`.
+//!
+//! `pending/` is the proposer's: hevo reads nothing in it but through that copy, and writes
+//! there only its `.proposed` marker, replacing whatever entry the proposer left there.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -9,7 +14,12 @@ use std::path::{Path, PathBuf};
 use hevo_runtime::harness::Harness;
 
 use super::{io_err, SearchError};
-use crate::archive::{valid_name, Archive, Candidate, CandidateMeta, SkillContext};
+use hevo_runtime::untrusted::{self, Unsafe};
+
+use crate::archive::{
+    copy_candidate, read_marker, valid_name, write_new, Archive, Candidate, CandidateMeta,
+    SkillContext, CANDIDATE_LIMITS, SKIPPED_DIRS,
+};
 use crate::proposer::{ProposeContext, ProposeError, Proposer};
 use crate::runner::CandidateRunner;
 
@@ -25,10 +35,8 @@ pub(super) fn take_proposals(
     let (archive, it, k) = (ctx.archive, ctx.iteration, ctx.k);
     let pending = archive.pending_dir();
     let marker = pending.join(".proposed");
-    let done_for = std::fs::read_to_string(&marker)
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
-    let has_candidates = pending_dirs(&pending)?.next().is_some();
+    let done_for = read_marker(&marker).and_then(|s| s.trim().parse::<u32>().ok());
+    let has_candidates = pending_entries(&pending)?.next().is_some();
     if done_for == Some(it) || (has_candidates && !proposer.deterministic()) {
         log(&format!(
             "iteration {it}: using the candidates already in pending/"
@@ -66,25 +74,73 @@ pub(super) fn take_proposals(
             return Ok(Some(why));
         }
     }
-    std::fs::write(&marker, it.to_string()).map_err(io_err("cannot write", &marker))?;
+    write_new(&marker, it.to_string().as_bytes()).map_err(io_err("cannot write", &marker))?;
     Ok(None)
 }
 
-fn pending_dirs(pending: &Path) -> Result<impl Iterator<Item = PathBuf>, SearchError> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(pending)
+/// The entries of `pending/` (folders, and whatever else the proposer left: links, files,
+/// FIFOs), names starting with `.` left out, sorted.
+fn pending_entries(pending: &Path) -> Result<impl Iterator<Item = PathBuf>, SearchError> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(pending)
         .map_err(io_err("cannot read", pending))?
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir() && !e.file_name().to_string_lossy().starts_with('.'))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .map(|e| e.path())
         .collect();
-    dirs.sort();
-    Ok(dirs.into_iter())
+    entries.sort();
+    Ok(entries.into_iter())
 }
 
 pub(super) fn clear_pending(archive: &Archive) -> Result<(), SearchError> {
     let pending = archive.pending_dir();
     std::fs::remove_dir_all(&pending).map_err(io_err("cannot clear", &pending))?;
+    clear_staging(archive)?;
     std::fs::create_dir_all(&pending).map_err(io_err("cannot create", &pending))
+}
+
+fn clear_staging(archive: &Archive) -> Result<(), SearchError> {
+    let staging = archive.staging_dir();
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(io_err("cannot clear", &staging))?;
+    }
+    Ok(())
+}
+
+/// Copies the pending entry `entry` into `staged`: `Err` is why it is rejected (it is not
+/// a folder, or holds a link, a special file, or too much).
+fn stage(entry: &Path, staged: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(entry).map_err(|e| format!("cannot read it: {e}"))?;
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        let target = std::fs::read_link(entry)
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return Err(format!(
+            "it is a symbolic link (to `{target}`), not a folder: links are never followed; a \
+             candidate is a folder of regular files and folders"
+        ));
+    }
+    if !kind.is_dir() {
+        return Err(
+            "it is not a folder: a candidate is a folder of regular files and folders".into(),
+        );
+    }
+    copy_candidate(entry, staged)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Keeps a rejected entry under `dest` for inspection: its staged copy when it was made,
+/// else what of it is regular files and folders (links and special files left out,
+/// within the candidate limits; a link itself keeps nothing).
+fn keep_rejected(entry: &Path, staged: Option<&Path>, dest: &Path) {
+    if dest.exists() {
+        return;
+    }
+    let _ = match staged {
+        Some(s) => copy_candidate(s, dest),
+        None => untrusted::copy_tree(entry, dest, &SKIPPED_DIRS, CANDIDATE_LIMITS, Unsafe::Skip),
+    };
 }
 
 pub(super) type Accepted = Vec<(CandidateMeta, PathBuf)>;
@@ -106,12 +162,22 @@ pub(super) fn validate_pending(
     // Candidates stay in pending/ until the whole iteration is archived (then pending/ is
     // cleared): a run killed half-way validates the same directories again on resume, with
     // the same results (smoke trials are memoized), and archiving is idempotent.
-    for dir in pending_dirs(&archive.pending_dir())? {
-        let dir_name = dir
+    clear_staging(archive)?;
+    let staging = archive.staging_dir();
+    for entry in pending_entries(&archive.pending_dir())? {
+        let dir_name = entry
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (meta, problem) = check_candidate(&dir, &dir_name, it, &names);
+        // Everything below reads hevo's copy, never the proposer's files.
+        let dir = staging.join(&dir_name);
+        let (meta, problem, staged) = match stage(&entry, &dir) {
+            Err(why) => (unnamed(&dir_name, it), Some(why), false),
+            Ok(()) => {
+                let (meta, problem) = check_candidate(&dir, &dir_name, it, &names);
+                (meta, problem, true)
+            }
+        };
         let problem = match problem {
             Some(p) => Some(p),
             None => match smoke_task {
@@ -124,9 +190,7 @@ pub(super) fn validate_pending(
                 log(&format!("  rejected `{}`: {reason}", meta.name));
                 // Kept for inspection, outside candidates/.
                 let dest = rejected_root.join(format!("{it:03}-{dir_name}"));
-                if !dest.exists() {
-                    let _ = crate::archive::copy_dir(&dir, &dest);
-                }
+                keep_rejected(&entry, staged.then_some(dir.as_path()), &dest);
                 rejected.push((meta.name, meta.hypothesis, reason));
             }
             None => {
@@ -138,21 +202,26 @@ pub(super) fn validate_pending(
     Ok((accepted, rejected))
 }
 
-/// Static checks of one pending candidate: metadata, name, manifest, entry.
-fn check_candidate(
-    dir: &Path,
-    dir_name: &str,
-    it: u32,
-    names: &HashSet<String>,
-) -> (CandidateMeta, Option<String>) {
-    let mut meta = CandidateMeta {
+/// The metadata of a pending entry that has none (yet): its directory's name.
+fn unnamed(dir_name: &str, it: u32) -> CandidateMeta {
+    CandidateMeta {
         name: dir_name.to_string(),
         parent: None,
         iteration: it,
         hypothesis: String::new(),
         axis: String::new(),
         components: vec![],
-    };
+    }
+}
+
+/// Static checks of one staged candidate: metadata, name, manifest, entry.
+fn check_candidate(
+    dir: &Path,
+    dir_name: &str,
+    it: u32,
+    names: &HashSet<String>,
+) -> (CandidateMeta, Option<String>) {
+    let mut meta = unnamed(dir_name, it);
     let meta_path = dir.join("candidate.toml");
     match std::fs::read_to_string(&meta_path) {
         Ok(text) => match toml::from_str::<CandidateMeta>(&text) {

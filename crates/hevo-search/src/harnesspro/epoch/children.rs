@@ -1,5 +1,6 @@
 //! An epoch's children: three per survivor, each planned and edited by the agent in its
-//! own worktree and committed by hevo, or the ones another proposer wrote into `pending/`.
+//! own copy of its parent and committed by hevo, or the ones another proposer wrote into
+//! `pending/`.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use crate::run::SearchError;
 
 impl Epochs {
     /// Three children per survivor, one per instruction, each planned and edited by the
-    /// agent in its own worktree and committed by hevo.
+    /// agent in its own copy of the parent and committed by hevo.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn edit_children(
         &self,
@@ -58,7 +59,8 @@ impl Epochs {
         Ok(plans)
     }
 
-    /// One child: the workspace, the agent's call, the commit, the diff, the pending copy.
+    /// One child: the workspace, the agent's call, the staged copy of its files, the commit,
+    /// the diff, the pending copy.
     /// The inner result is the plan's summary, or (summary, why the child is rejected).
     #[allow(clippy::too_many_arguments)]
     fn edit_one(
@@ -79,7 +81,8 @@ impl Epochs {
             std::fs::remove_dir_all(&ws.dir).map_err(io("cannot clear", &ws.dir))?;
         }
         std::fs::create_dir_all(&ws.plan_dir).map_err(io("cannot create", &ws.plan_dir))?;
-        repo.add_worktree(&parent.meta.name, child, &ws.harness)
+        // The agent gets plain files: no repository of hevo's is in its reach.
+        repo.checkout(&parent.meta.name, &ws.harness)
             .map_err(SearchError::User)?;
         self.write_context(epoch, candidates, pool, parent, ins, ws)
             .map_err(io("cannot write the context in", &ws.context))?;
@@ -96,7 +99,17 @@ impl Epochs {
             Err(why) => return Ok(Err((String::new(), why))),
         };
         let summary = plan::summary(&text);
-        match repo.commit(&ws.harness, &text) {
+        // What the agent left is copied into a folder hevo owns (regular files and folders
+        // only, never a `.git`, bounded) and only that copy is committed and proposed: git
+        // never runs in a folder the agent wrote.
+        let staged = self.dir.join("staged").join(child);
+        if staged.exists() {
+            std::fs::remove_dir_all(&staged).map_err(io("cannot clear", &staged))?;
+        }
+        if let Err(why) = crate::archive::copy_candidate(&ws.harness, &staged) {
+            return Ok(Err((summary, format!("harness/: {why}"))));
+        }
+        match repo.commit(&parent.meta.name, child, &staged, &text) {
             Ok(true) => {}
             Ok(false) => {
                 return Ok(Err((
@@ -120,8 +133,8 @@ impl Epochs {
         let patch = diffs.join(format!("{child}.patch"));
         std::fs::write(&patch, &diff).map_err(io("cannot write", &patch))?;
         let dest = archive.pending_dir().join(child);
-        crate::archive::copy_dir(&ws.harness, &dest).map_err(io("cannot copy", &ws.harness))?;
-        let _ = std::fs::remove_file(dest.join(".git"));
+        crate::archive::copy_candidate(&staged, &dest)
+            .map_err(|e| io("cannot copy", &staged)(e.into()))?;
         let meta = CandidateMeta {
             name: child.to_string(),
             parent: Some(parent.meta.name.clone()),
@@ -198,13 +211,14 @@ pub(super) fn proposed_children(pending: &Path) -> Vec<PlanRecord> {
     };
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
+        .filter(|p| hevo_runtime::untrusted::is_real_dir(p))
         .collect();
     dirs.sort();
     for d in dirs {
-        let meta: Option<CandidateMeta> = std::fs::read_to_string(d.join("candidate.toml"))
-            .ok()
-            .and_then(|t| toml::from_str(&t).ok());
+        let meta: Option<CandidateMeta> =
+            hevo_runtime::untrusted::read_text(&d.join("candidate.toml"), 64 * 1024)
+                .ok()
+                .and_then(|t| toml::from_str(&t).ok());
         let name = d
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

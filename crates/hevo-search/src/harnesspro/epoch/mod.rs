@@ -169,9 +169,7 @@ impl Epochs {
     ) -> Result<Option<String>, SearchError> {
         let pending = archive.pending_dir();
         let marker = pending.join(".proposed");
-        if std::fs::read_to_string(&marker)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
+        if crate::archive::read_marker(&marker).and_then(|s| s.trim().parse::<u32>().ok())
             == Some(epoch)
         {
             log(&format!(
@@ -369,7 +367,8 @@ impl Epochs {
         std::fs::create_dir_all(path.parent().expect("has a parent"))
             .map_err(io("cannot create", &path))?;
         write_atomic(&path, &bytes).map_err(io("cannot write", &path))?;
-        std::fs::write(&marker, epoch.to_string()).map_err(io("cannot write", &marker))?;
+        crate::archive::write_new(&marker, epoch.to_string().as_bytes())
+            .map_err(io("cannot write", &marker))?;
         let made = plans.iter().filter(|p| p.outcome == "committed").count();
         Ok((made == 0).then(|| {
             let why: Vec<String> = plans
