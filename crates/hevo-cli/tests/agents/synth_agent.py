@@ -71,4 +71,9 @@ tests = {
 for name, text in tests.items():
     with open(os.path.join("tests", name), "w") as f:
         f.write(text)
-print(f"wrote {len(tests)} files for task {task['id']}")
+# refused: a link (to a file of the workspace; hevo copies tests outside the sandbox)
+os.symlink(os.path.abspath("task.json"), os.path.join("tests", "test_07.sh"))
+# refused: larger than a test script may be (1 MiB)
+with open(os.path.join("tests", "test_09.sh"), "w") as f:
+    f.write("#" * (2 << 20) + "\nexit 0\n")
+print(f"wrote {len(tests) + 2} files for task {task['id']}")

@@ -6,12 +6,16 @@ use hevo_runtime::launch::{with_suffix, Exit};
 use hevo_runtime::scorer::{run_test, test_argv, ScoreContext, ScoreError};
 use hevo_runtime::task::{sanitize, Task};
 use hevo_runtime::trial::copy_tree;
+use hevo_runtime::untrusted;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
 use super::workspace::InitialTrial;
 use super::{io, SynthError, SynthOptions, TestVerdict, TESTS_DIR};
+
+/// The largest test script an agent may write (1 MiB).
+const MAX_TEST_BYTES: u64 = 1 << 20;
 
 /// Whether `name` is `test_NN.sh` or `test_NN.py`.
 fn is_test_name(name: &str) -> bool {
@@ -60,17 +64,29 @@ pub(super) fn check_tests(
             verdicts.push(dropped("not named test_NN.sh or test_NN.py".into()));
             continue;
         }
-        if std::fs::symlink_metadata(&src).is_ok_and(|m| !m.is_file()) {
-            verdicts.push(dropped("not a regular file".into()));
-            continue;
-        }
         if taken == opts.per_task {
             verdicts.push(dropped(format!("more than --per-task {}", opts.per_task)));
             continue;
         }
+        // Read once, never through a link and only a regular file, then written by hevo:
+        // what is checked is what is kept.
+        let text = match untrusted::read_file(&src, MAX_TEST_BYTES) {
+            Ok(text) => text,
+            Err(untrusted::Refused::TooLarge { .. }) => {
+                verdicts.push(dropped(format!(
+                    "larger than {} KiB, the limit of a test script",
+                    MAX_TEST_BYTES / 1024
+                )));
+                continue;
+            }
+            Err(refused) => {
+                verdicts.push(dropped(refused.to_string()));
+                continue;
+            }
+        };
         taken += 1;
         let path = dest.join(&name);
-        std::fs::copy(&src, &path).map_err(io(format!("cannot copy `{}`", src.display())))?;
+        std::fs::write(&path, text).map_err(io(format!("cannot copy `{}`", src.display())))?;
         let check = work.join("check").join(sanitize(&task.id)).join(&name);
         match check_one(opts, task, trial, &path, out, &check)? {
             Ok(passes) => verdicts.push(TestVerdict {
