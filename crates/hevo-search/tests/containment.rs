@@ -20,30 +20,11 @@ use hevo_search::proposer::AgentProposer;
 use hevo_search::run::{run_search, SearchError, SearchReport};
 use hevo_search::runner::{LiveRunner, RunnerSettings};
 
+mod support;
+use support::{copy, repo_root};
+
 /// Long enough for any machine; only a hang reaches it.
 const WATCHDOG: Duration = Duration::from_secs(900);
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "runs" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
 
 /// `examples/threshold` (a bash seed, 20 train, 40 val, test tasks) with `config`.
 fn setup(config: &str) -> (tempfile::TempDir, PathBuf) {

@@ -15,12 +15,8 @@ use hevo_search::proposer::{AgentProposer, ParamsProposer};
 use hevo_search::run::{run_search, SearchReport};
 use hevo_search::runner::{LiveRunner, RunnerSettings};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+mod support;
+use support::{copy, repo_root};
 
 /// A search directory: the sentiment suite, its rule-based seed, and a `hevo.toml`.
 fn setup(extra: &str) -> (tempfile::TempDir, PathBuf) {
@@ -49,18 +45,6 @@ fn setup_fast(extra: &str) -> (tempfile::TempDir, PathBuf) {
     );
     std::fs::write(dir.join("hevo.toml"), config).unwrap();
     (tmp, dir)
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 fn search(dir: &Path, proposer: &mut dyn Proposer) -> SearchReport {
