@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use super::call::CANCELLED;
 use super::sse::{parse_event, EventSplitter};
 use super::usage::UsageWatch;
 use super::Call;
@@ -63,9 +64,10 @@ pub(crate) async fn forward(
         headers: passed,
         query,
     };
-    let reply = match call.backend().forward(request).await {
-        Ok(reply) => reply,
-        Err(err) => return call.fail_backend(&err).into_response(),
+    let reply = match call.unless_cancelled(call.backend().forward(request)).await {
+        Some(Ok(reply)) => reply,
+        Some(Err(err)) => return call.fail_backend(&err).into_response(),
+        None => return call.fail(call.cancelled_error()).into_response(),
     };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = reply.content_type.clone();
@@ -152,7 +154,13 @@ async fn relay(
             let _ = tx.send(Ok(Bytes::from(event)));
         }
     };
-    while let Some(chunk) = upstream.next().await {
+    let mut cancelled = false;
+    loop {
+        let Some(next) = call.unless_cancelled(upstream.next()).await else {
+            cancelled = true;
+            break;
+        };
+        let Some(chunk) = next else { break };
         match chunk {
             Ok(bytes) => {
                 for event in splitter.push(&bytes) {
@@ -169,16 +177,21 @@ async fn relay(
     if !rest.iter().all(u8::is_ascii_whitespace) {
         handle(rest, &mut traced);
     }
-    match failure {
-        None => call.record_ok(watch.usage(api), false, &retries),
-        Some(err) => {
-            let _ = tx.send(Err(std::io::Error::other(err.clone())));
-            let broke = format!("the upstream stream broke off: {err}");
-            let retries = Retries {
-                count: retries.count,
-                last_error: Some(broke.clone()),
-            };
-            call.record_failure_after(CallStatus::BackendError, &broke, &retries);
+    if cancelled {
+        let _ = tx.send(Err(std::io::Error::other(CANCELLED)));
+        call.record_spent_failure(watch.usage(api), CANCELLED, &retries);
+    } else {
+        match failure {
+            None => call.record_ok(watch.usage(api), false, &retries),
+            Some(err) => {
+                let _ = tx.send(Err(std::io::Error::other(err.clone())));
+                let broke = format!("the upstream stream broke off: {err}");
+                let retries = Retries {
+                    count: retries.count,
+                    last_error: Some(broke.clone()),
+                };
+                call.record_failure_after(CallStatus::BackendError, &broke, &retries);
+            }
         }
     }
     let mut summary = json!({

@@ -9,6 +9,9 @@
 //!   bytes-in-flight limits, peak memory under large requests, retries and errors in the
 //!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
+//! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
+//! - `held`: an upstream that holds its answers until the test lets them go, and a gateway in
+//!   front of it (the fixture of `closing`).
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
 //!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
@@ -17,8 +20,10 @@ mod agent_clis;
 mod anthropic;
 mod caps;
 mod clients;
+mod closing;
 mod common;
 mod dialects;
+mod held;
 mod local_model;
 mod openai_upstream;
 mod scripted;
