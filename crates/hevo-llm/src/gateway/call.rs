@@ -5,10 +5,12 @@
 //! the trial's and the run's caps, or 429) → answered by translation ([`Call::execute`],
 //! cached when deterministic) or forwarded ([`super::forward`]) → [`Call::record_ok`] or
 //! [`Call::fail`] (price, settle the reservation into the totals, ledger) → trace response.
-//! A call dropped before it ends releases its reservation. A call is live (counted in its
-//! trial and the run, see `live`) until it is dropped; one still waiting for its upstream when
-//! its trial's close or the shutdown stops waiting is cancelled ([`Call::unless_cancelled`])
-//! and recorded with what it had received.
+//!
+//! The work that waits for the upstream runs in a task that owns the call (`detach`), so a
+//! caller that hangs up does not end it. A call dropped before it ends releases its
+//! reservation. A call is live (counted in its trial and the run, see `live`) until it is
+//! dropped; one still waiting for its upstream when its trial's close or the shutdown stops
+//! waiting is cancelled ([`Call::unless_cancelled`]) and recorded with what it had received.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +20,7 @@ use std::time::Instant;
 use axum::http::HeaderMap;
 use serde_json::Value;
 
+use super::limits::Held;
 use super::live::Entered;
 use super::{now_ms, ApiError, Dialect, ErrorKind, Gateway, Route, Trial};
 use crate::backend::{Api, Backend, DeltaSender, Retries};
@@ -60,12 +63,14 @@ pub(crate) fn api_key(headers: &HeaderMap) -> Option<&str> {
 
 impl Gateway {
     /// Authenticates, traces, parses the JSON body and routes its `model`. Caps are checked
-    /// by [`Call::admit`] once the request is known to be well formed.
+    /// by [`Call::admit`] once the request is known to be well formed. The call keeps the
+    /// slots and bytes `held` for its request until it ends.
     pub(crate) fn begin(
         &self,
         api: Api,
         headers: &HeaderMap,
         body: &[u8],
+        held: Held,
     ) -> Result<(Call, Value), ApiError> {
         let dialect = Dialect::of(api);
         let started = Instant::now();
@@ -88,6 +93,7 @@ impl Gateway {
             route: None,
             bound: InFlight::one(body.len() as u64, 0.0),
             reserved: AtomicBool::new(false),
+            _held: held,
             entered,
         };
         match &raw {
@@ -171,6 +177,8 @@ pub(crate) struct Call {
     bound: InFlight,
     /// Holds a reservation (between [`Call::admit`] and the call's end).
     reserved: AtomicBool,
+    /// The request's slots and bytes (see [`Held`]).
+    _held: Held,
     /// Counts the call as live in its trial and in the run until it is dropped (declared
     /// last: dropped after everything else).
     entered: [Entered; 2],
@@ -186,6 +194,11 @@ impl Call {
     /// The API called.
     pub(crate) fn api(&self) -> Api {
         self.api
+    }
+
+    /// The dialect the caller is answered in.
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     /// Runs `work` unless the call is cancelled first (its trial was closed, or the gateway

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::call::CANCELLED;
+use super::detach::Answer;
 use super::sse::{parse_event, EventSplitter};
 use super::usage::UsageWatch;
 use super::Call;
@@ -25,7 +26,9 @@ const PASSED_HEADERS: &[&str] = &["anthropic-beta", "anthropic-version", "openai
 /// At most this many events of a stream are kept in the trace (the rest are counted).
 const TRACED_EVENTS: usize = 2000;
 
-/// Forwards `body` for `call` and answers with the upstream's reply.
+/// Forwards `body` for `call` and answers with the upstream's reply. The upstream is called,
+/// and a stream relayed, in the call's own task, so a caller that hangs up does not cancel
+/// what the upstream bills.
 pub(crate) async fn forward(
     call: Call,
     mut body: Value,
@@ -64,10 +67,18 @@ pub(crate) async fn forward(
         headers: passed,
         query,
     };
+    call.detach_answering(move |call, answer| send(call, request, hide_usage_chunk, answer))
+        .await
+}
+
+/// Sends `request` upstream and answers with the reply; a stream is then relayed to its
+/// end. Runs in the call's own task ([`Call::detach_answering`]).
+async fn send(call: Call, request: RawRequest, hide_usage_chunk: bool, answer: Answer) {
+    let api = call.api();
     let reply = match call.unless_cancelled(call.backend().forward(request)).await {
         Some(Ok(reply)) => reply,
-        Some(Err(err)) => return call.fail_backend(&err).into_response(),
-        None => return call.fail(call.cancelled_error()).into_response(),
+        Some(Err(err)) => return answer.send(call.fail_backend(&err).into_response()),
+        None => return answer.send(call.fail(call.cancelled_error()).into_response()),
     };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = reply.content_type.clone();
@@ -91,23 +102,25 @@ pub(crate) async fn forward(
                 );
             }
             call.trace("response", Some(status.as_u16()), &value);
-            (status, [(header::CONTENT_TYPE, content_type)], bytes).into_response()
+            answer.send((status, [(header::CONTENT_TYPE, content_type)], bytes).into_response());
         }
         RawBody::Stream(upstream) => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
-            tokio::spawn(relay(call, upstream, tx, hide_usage_chunk, reply.retries));
             let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
                 rx.recv().await.map(|item| (item, rx))
             }));
-            (
-                status,
-                [
-                    (header::CONTENT_TYPE, content_type),
-                    (header::CACHE_CONTROL, "no-cache".to_owned()),
-                ],
-                body,
-            )
-                .into_response()
+            answer.send(
+                (
+                    status,
+                    [
+                        (header::CONTENT_TYPE, content_type),
+                        (header::CACHE_CONTROL, "no-cache".to_owned()),
+                    ],
+                    body,
+                )
+                    .into_response(),
+            );
+            relay(call, upstream, tx, hide_usage_chunk, reply.retries).await;
         }
     }
 }

@@ -8,8 +8,9 @@
 //! the kernel may give up on a connection whose window stays closed (measured on Linux 6.18:
 //! the caller got `ETIMEDOUT` after 30 s, 22 of 40 waiting 30 MB requests). So hevo's memory is bounded by
 //! the budgets, not by how much callers send, and waiting costs disk, not memory or the
-//! caller's connection. Bytes are returned when the handler is done with the body; slots
-//! when the answer, a stream included, has been sent (or the caller left).
+//! caller's connection. Slots and bytes are returned when the answer, a stream included,
+//! has been sent (or the caller left) and the call has ended: a call whose caller left
+//! holds them until its upstream has answered ([`Held`]).
 
 use std::sync::Arc;
 
@@ -79,6 +80,14 @@ impl Budget {
     }
 }
 
+/// The slots and body bytes a request holds (see the module documentation): shared by the
+/// middleware, until the answer has been sent, and by the request's [`super::Call`], until
+/// it has ended; they are returned when both are done.
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    _permits: Arc<[OwnedSemaphorePermit]>,
+}
+
 /// The middleware described in the module documentation.
 /// A key used outside the sandbox it is bound to is refused here, before anything is held.
 pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next: Next) -> Response {
@@ -108,7 +117,7 @@ pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next:
         .into_iter()
         .chain([&inner.budget])
         .collect();
-    let (slots, bytes, request) = match take_now(&budgets, body_bytes) {
+    let (slots, bytes, mut request) = match take_now(&budgets, body_bytes) {
         Some((slots, bytes)) => (slots, bytes, request),
         None => {
             let (request, spooled) = match spool(request, inner.max_body_bytes).await {
@@ -126,8 +135,11 @@ pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next:
             (slots, bytes, request)
         }
     };
+    let held = Held {
+        _permits: slots.into_iter().chain(bytes).collect(),
+    };
+    request.extensions_mut().insert(held.clone());
     let response = next.run(request).await;
-    drop(bytes);
     let streams = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -138,7 +150,7 @@ pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next:
     }
     let (parts, body) = response.into_parts();
     let body = body.into_data_stream().map(move |chunk| {
-        let _held = &slots;
+        let _held = &held;
         chunk
     });
     Response::from_parts(parts, Body::from_stream(body))

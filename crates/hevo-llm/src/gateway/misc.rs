@@ -5,11 +5,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::call::api_key;
 use super::forward::forward;
+use super::limits::Held;
 use super::{ApiError, Dialect, ErrorKind, Gateway, SERVED};
 use crate::backend::Api;
 
@@ -95,10 +96,11 @@ pub(crate) async fn get_model(
 /// 400.
 pub(crate) async fn embeddings(
     State(gateway): State<Gateway>,
+    Extension(held): Extension<Held>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };

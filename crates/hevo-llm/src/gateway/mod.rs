@@ -25,6 +25,7 @@ mod anthropic_api;
 mod bound;
 mod call;
 mod config;
+mod detach;
 mod error;
 mod forward;
 mod limits;

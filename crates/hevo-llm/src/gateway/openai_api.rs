@@ -6,12 +6,13 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::limits::Held;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -234,10 +235,11 @@ fn render(id: &str, model: &str, response: &ChatResponse, logprobs: bool) -> Val
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
     State(gateway): State<Gateway>,
+    Extension(held): Extension<Held>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
@@ -260,14 +262,17 @@ pub(crate) async fn chat_completions(
     if options.stream {
         stream(call, request, options, id).into_response()
     } else {
-        match call.execute(request, None).await {
-            Ok((response, _)) => {
-                let body = render(&id, &response.model, &response, options.logprobs);
-                call.trace("response", Some(200), &body);
-                Json(body).into_response()
+        call.detach(|call| async move {
+            match call.execute(request, None).await {
+                Ok((response, _)) => {
+                    let body = render(&id, &response.model, &response, options.logprobs);
+                    call.trace("response", Some(200), &body);
+                    Json(body).into_response()
+                }
+                Err(err) => err.into_response(),
             }
-            Err(err) => err.into_response(),
-        }
+        })
+        .await
     }
 }
 

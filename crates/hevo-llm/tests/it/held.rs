@@ -42,6 +42,7 @@ pub const PRICE: ModelPrice = ModelPrice::paid(1.0, 0.25, 4.0);
 
 struct Shared {
     gate: watch::Sender<bool>,
+    arrived: AtomicUsize,
     answered: AtomicUsize,
 }
 
@@ -58,6 +59,11 @@ impl Held {
         self.shared.gate.send_replace(true);
     }
 
+    /// Requests received so far.
+    pub fn arrived(&self) -> usize {
+        self.shared.arrived.load(Ordering::SeqCst)
+    }
+
     /// Answers sent in full so far (a stream: up to its last event).
     pub fn answered(&self) -> usize {
         self.shared.answered.load(Ordering::SeqCst)
@@ -68,6 +74,7 @@ impl Held {
 pub async fn start() -> Held {
     let shared = Arc::new(Shared {
         gate: watch::Sender::new(false),
+        arrived: AtomicUsize::new(0),
         answered: AtomicUsize::new(0),
     });
     let app = Router::new()
@@ -274,6 +281,7 @@ fn responses(model: &str) -> Script {
 }
 
 async fn answer(State(shared): State<Arc<Shared>>, uri: OriginalUri, body: Bytes) -> Response {
+    shared.arrived.fetch_add(1, Ordering::SeqCst);
     let body: Value = serde_json::from_slice(&body).unwrap();
     let mode = mode(&body);
     let model = body["model"].as_str().unwrap_or("").to_owned();

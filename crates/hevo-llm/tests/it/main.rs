@@ -10,8 +10,9 @@
 //!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
+//! - `left`: calls whose caller went away, still recorded and held against the caps.
 //! - `held`: an upstream that holds its answers until the test lets them go, and a gateway in
-//!   front of it (the fixture of `closing`).
+//!   front of it (the fixture of `closing` and `left`).
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
 //!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
@@ -24,6 +25,7 @@ mod closing;
 mod common;
 mod dialects;
 mod held;
+mod left;
 mod local_model;
 mod openai_upstream;
 mod scripted;
