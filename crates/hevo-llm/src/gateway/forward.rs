@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::call::CANCELLED;
 use super::detach::Answer;
+use super::ending::Ending;
 use super::sse::{parse_event, EventSplitter};
 use super::usage::UsageWatch;
 use super::Call;
@@ -126,7 +127,9 @@ async fn send(call: Call, request: RawRequest, hide_usage_chunk: bool, answer: A
 }
 
 /// Passes a stream on event by event, watching usage; records the call when it ends. The
-/// upstream is read to its end even if the caller left, so what was spent is recorded.
+/// upstream is read to its end even if the caller left, so what was spent is recorded. A
+/// stream that broke off, ended with an error event or without its last event ([`Ending`])
+/// is a backend error, priced by the usage it had reported.
 async fn relay(
     call: Call,
     mut upstream: futures::stream::BoxStream<'static, Result<Bytes, crate::BackendError>>,
@@ -138,11 +141,13 @@ async fn relay(
     let mut splitter = EventSplitter::default();
     let mut watch = UsageWatch::default();
     let mut traced: Vec<Value> = Vec::new();
+    let mut ending = Ending::default();
     let mut events = 0usize;
-    let mut failure = None;
+    let mut broke = None;
     let mut handle = |event: Vec<u8>, traced: &mut Vec<Value>| {
         let (name, data) = parse_event(&event);
         let value = serde_json::from_str::<Value>(&data).ok();
+        ending.observe(api, name.as_deref(), &data, value.as_ref());
         let mut pass = true;
         if let Some(value) = &value {
             watch.observe(value);
@@ -181,7 +186,7 @@ async fn relay(
                 }
             }
             Err(err) => {
-                failure = Some(err.to_string());
+                broke = Some(err.to_string());
                 break;
             }
         }
@@ -190,21 +195,27 @@ async fn relay(
     if !rest.iter().all(u8::is_ascii_whitespace) {
         handle(rest, &mut traced);
     }
-    if cancelled {
-        let _ = tx.send(Err(std::io::Error::other(CANCELLED)));
-        call.record_spent_failure(watch.usage(api), CANCELLED, &retries);
-    } else {
-        match failure {
-            None => call.record_ok(watch.usage(api), false, &retries),
-            Some(err) => {
-                let _ = tx.send(Err(std::io::Error::other(err.clone())));
-                let broke = format!("the upstream stream broke off: {err}");
-                let retries = Retries {
-                    count: retries.count,
-                    last_error: Some(broke.clone()),
-                };
-                call.record_failure_after(CallStatus::BackendError, &broke, &retries);
+    let failure = match (cancelled, broke) {
+        (true, _) => Some(CANCELLED.to_owned()),
+        (false, Some(err)) => Some(format!("the upstream stream broke off: {err}")),
+        (false, None) => ending.failure(api),
+    };
+    match failure {
+        None => call.record_ok(watch.usage(api), false, &retries),
+        Some(failure) => {
+            if cancelled || failure.contains("broke off") {
+                // the caller's stream is cut too, so its SDK does not take it for whole
+                let _ = tx.send(Err(std::io::Error::other(failure.clone())));
             }
+            let retries = Retries {
+                count: retries.count,
+                last_error: if cancelled {
+                    retries.last_error
+                } else {
+                    Some(failure.clone())
+                },
+            };
+            call.record_spent_failure(watch.usage(api), &failure, &retries);
         }
     }
     let mut summary = json!({

@@ -26,6 +26,7 @@ mod bound;
 mod call;
 mod config;
 mod detach;
+mod ending;
 mod error;
 mod forward;
 mod limits;

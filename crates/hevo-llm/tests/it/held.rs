@@ -3,7 +3,8 @@
 //! gateway, and of streams that end badly.
 //!
 //! It speaks OpenAI's chat completions and Responses API and Anthropic's messages, plain
-//! and streamed, and reads what to do from `MODE:<mode>` in the request body:
+//! and streamed (raw HTTP/1.1, one request per connection, a stream's events each flushed
+//! as a chunk), and reads what to do from `MODE:<mode>` in the request body:
 //!
 //! - `plain` (no mode): answers at once;
 //! - `hold`: answers (headers included) only once [`Held::release`] was called;
@@ -22,18 +23,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::extract::{OriginalUri, State};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
 use hevo_llm::{
     AnthropicBackend, AnthropicConfig, Backend, CallRecord, CallStatus, Caps, Gateway,
     GatewayConfig, GatewayHandle, MemorySink, ModelPrice, ModelRoute, OpenAiBackend, OpenAiConfig,
     PriceTable, TrialKey, Usage,
 };
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::clients::{python_with_sdks, run, UPSTREAM_KEY_VAR};
 
@@ -77,14 +75,15 @@ pub async fn start() -> Held {
         arrived: AtomicUsize::new(0),
         answered: AtomicUsize::new(0),
     });
-    let app = Router::new()
-        .route("/v1/chat/completions", post(answer))
-        .route("/v1/messages", post(answer))
-        .route("/v1/responses", post(answer))
-        .with_state(shared.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let serving = shared.clone();
+    tokio::spawn(async move {
+        loop {
+            let (socket, _) = listener.accept().await.unwrap();
+            tokio::spawn(answer(serving.clone(), socket));
+        }
+    });
     Held {
         base: format!("http://{addr}"),
         shared,
@@ -280,12 +279,59 @@ fn responses(model: &str) -> Script {
     }
 }
 
-async fn answer(State(shared): State<Arc<Shared>>, uri: OriginalUri, body: Bytes) -> Response {
+/// Reads one request (`Content-Length` body) from `socket`: its path and JSON body.
+async fn read_request(socket: &mut TcpStream) -> Option<(String, Value)> {
+    let mut buf = Vec::new();
+    let head_end = loop {
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let mut chunk = [0u8; 8192];
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let path = head.split_whitespace().nth(1)?.to_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let mut chunk = [0u8; 8192];
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Some((path, serde_json::from_slice(&body).ok()?))
+}
+
+/// Writes `event` as one chunk of a chunked body, flushed.
+async fn chunk(socket: &mut TcpStream, event: &str) -> std::io::Result<()> {
+    let framed = format!("{:x}\r\n{event}\r\n", event.len());
+    socket.write_all(framed.as_bytes()).await?;
+    socket.flush().await
+}
+
+/// Answers one request on `socket` as its mode says (see the module documentation); raw
+/// HTTP/1.1, so that a stream can be cut after its first events have surely been sent.
+async fn answer(shared: Arc<Shared>, mut socket: TcpStream) -> std::io::Result<()> {
+    let Some((path, body)) = read_request(&mut socket).await else {
+        return Ok(());
+    };
     shared.arrived.fetch_add(1, Ordering::SeqCst);
-    let body: Value = serde_json::from_slice(&body).unwrap();
     let mode = mode(&body);
     let model = body["model"].as_str().unwrap_or("").to_owned();
-    let script = match uri.0.path() {
+    let script = match path.as_str() {
         "/v1/chat/completions" => chat(
             &model,
             body["stream_options"]["include_usage"] == json!(true),
@@ -298,40 +344,49 @@ async fn answer(State(shared): State<Arc<Shared>>, uri: OriginalUri, body: Bytes
         opened(&shared).await;
     }
     if !streamed {
+        let whole = script.whole.to_string();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n",
+            whole.len()
+        );
+        socket.write_all(head.as_bytes()).await?;
+        socket.write_all(whole.as_bytes()).await?;
+        socket.flush().await?;
         shared.answered.fetch_add(1, Ordering::SeqCst);
-        return Json(script.whole).into_response();
+        return socket.shutdown().await;
     }
-    let (tx, rx) = mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
-    tokio::spawn(async move {
-        let send = |events: &[String]| {
-            for e in events {
-                let _ = tx.send(Ok(Bytes::from(e.clone())));
-            }
-        };
-        send(&script.first);
-        match mode.as_str() {
-            "break" => {
-                let _ = tx.send(Err(std::io::Error::other("cut")));
-            }
-            "error_event" => send(&script.error),
-            "no_end" => {}
-            _ => {
-                if mode == "hold_stream" {
-                    opened(&shared).await;
-                }
-                send(&script.rest);
-                shared.answered.fetch_add(1, Ordering::SeqCst);
+    socket
+        .write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+              transfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        )
+        .await?;
+    for event in &script.first {
+        chunk(&mut socket, event).await?;
+    }
+    match mode.as_str() {
+        // the first events are sent; the body ends without its last chunk
+        "break" => return socket.shutdown().await,
+        "error_event" => {
+            for event in &script.error {
+                chunk(&mut socket, event).await?;
             }
         }
-    });
-    let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
-    (
-        [("content-type", "text/event-stream")],
-        Body::from_stream(events),
-    )
-        .into_response()
+        "no_end" => {}
+        _ => {
+            if mode == "hold_stream" {
+                opened(&shared).await;
+            }
+            for event in &script.rest {
+                chunk(&mut socket, event).await?;
+            }
+            shared.answered.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    socket.write_all(b"0\r\n\r\n").await?;
+    socket.flush().await?;
+    socket.shutdown().await
 }
 
 /// A holding upstream, a gateway in front of it (`gpt-test` on an `openai` backend,

@@ -12,7 +12,9 @@
 //! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
 //! - `left`: calls whose caller went away, still recorded and held against the caps.
 //! - `held`: an upstream that holds its answers until the test lets them go, and a gateway in
-//!   front of it (the fixture of `closing` and `left`).
+//!   front of it (the fixture of `closing`, `left` and `stream_ends`).
+//! - `stream_ends`: forwarded streams that break off or end in an error, priced by what they
+//!   reported.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs) and `agent_clis` (the real
 //!   `claude` and `codex` CLIs). They skip, loudly, when the client is not installed.
@@ -30,3 +32,4 @@ mod local_model;
 mod openai_upstream;
 mod scripted;
 mod sdk_clients;
+mod stream_ends;
