@@ -158,11 +158,11 @@ pub struct Caps {
     /// Most calls answered.
     #[serde(default)]
     pub max_calls: Option<u64>,
-    /// Most calls in flight at once; more wait (before their body is read) for a slot.
+    /// Most calls in flight at once; more wait for a slot.
     #[serde(default)]
     pub max_concurrent: Option<u64>,
-    /// Most request-body bytes held in memory at once; more calls wait (before their body
-    /// is read) until enough bytes are free.
+    /// Most request-body bytes held in memory at once, counted as they arrive; a body that
+    /// does not fit waits on disk until enough bytes are free.
     #[serde(default)]
     pub max_bytes_in_flight: Option<u64>,
     /// Most bytes written to `model_calls.jsonl` traces; past it a `truncated` marker line

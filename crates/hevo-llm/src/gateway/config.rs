@@ -61,11 +61,16 @@ pub struct GatewayConfig {
     /// a stream or an answer was still coming) before cancelling them; each is recorded
     /// either way. [`GatewayConfig::DRAIN_TIMEOUT`] by default.
     pub drain_timeout: Duration,
+    /// How long a request body may send nothing before the request is dropped (408), giving
+    /// back its slot and bytes. [`GatewayConfig::BODY_IDLE_TIMEOUT`] by default.
+    pub body_idle_timeout: Duration,
 }
 
 impl GatewayConfig {
     /// The default of [`GatewayConfig::drain_timeout`].
     pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+    /// The default of [`GatewayConfig::body_idle_timeout`].
+    pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
     /// A config with these routes and prices, no run caps, no cache, 32 MiB body limit.
     pub fn new(routes: Vec<ModelRoute>, prices: PriceTable) -> Self {
@@ -77,6 +82,7 @@ impl GatewayConfig {
             cache_dir: None,
             max_body_bytes: 32 << 20,
             drain_timeout: Self::DRAIN_TIMEOUT,
+            body_idle_timeout: Self::BODY_IDLE_TIMEOUT,
         }
     }
 }
@@ -137,6 +143,7 @@ impl Gateway {
                 cache,
                 max_body_bytes: config.max_body_bytes,
                 drain_timeout: config.drain_timeout,
+                body_idle_timeout: config.body_idle_timeout,
                 sink,
                 live: Live::default(),
                 trials: RwLock::new(HashMap::new()),

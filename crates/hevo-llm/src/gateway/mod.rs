@@ -29,6 +29,7 @@ mod detach;
 mod ending;
 mod error;
 mod forward;
+mod intake;
 mod limits;
 mod listen;
 mod live;
@@ -136,6 +137,7 @@ struct Inner {
     cache: Option<ResponseCache>,
     max_body_bytes: usize,
     drain_timeout: std::time::Duration,
+    body_idle_timeout: std::time::Duration,
     sink: Arc<dyn LedgerSink>,
     /// Every call not ended yet (the shutdown waits for them).
     live: Live,

@@ -405,6 +405,11 @@ pub struct HeldGateway {
 impl HeldGateway {
     /// Starts both; closing a trial waits at most `drain_timeout` for its calls.
     pub async fn start(drain_timeout: Duration) -> Self {
+        Self::start_with(|config| config.drain_timeout = drain_timeout).await
+    }
+
+    /// Starts both, the gateway with the config `configure` makes of the default one.
+    pub async fn start_with(configure: impl FnOnce(&mut GatewayConfig)) -> Self {
         let upstream = start().await;
         std::env::set_var(UPSTREAM_KEY_VAR, "upstream-secret");
         let openai: Arc<dyn Backend> = Arc::new(
@@ -433,7 +438,7 @@ impl HeldGateway {
             ],
             prices,
         );
-        config.drain_timeout = drain_timeout;
+        configure(&mut config);
         let sink = Arc::new(MemorySink::new());
         let gateway = Gateway::start(config, vec![openai, anthropic], sink.clone()).unwrap();
         let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,8 @@
 //! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
 //! - `left`: calls whose caller went away, still recorded and held against the caps.
 //! - `held`: an upstream that holds its answers until the test lets them go, and a gateway in
-//!   front of it (the fixture of `closing`, `left` and `stream_ends`).
+//!   front of it (the fixture of `closing`, `left`, `stalls` and `stream_ends`).
+//! - `stalls`: uploads that declare a large body and send little or nothing of it.
 //! - `stream_ends`: forwarded streams that break off or end in an error, priced by what they
 //!   reported.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
@@ -32,4 +33,5 @@ mod local_model;
 mod openai_upstream;
 mod scripted;
 mod sdk_clients;
+mod stalls;
 mod stream_ends;
