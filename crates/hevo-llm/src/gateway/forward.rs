@@ -195,6 +195,7 @@ async fn relay(
     if !rest.iter().all(u8::is_ascii_whitespace) {
         handle(rest, &mut traced);
     }
+    let cut = cancelled || broke.is_some();
     let failure = match (cancelled, broke) {
         (true, _) => Some(CANCELLED.to_owned()),
         (false, Some(err)) => Some(format!("the upstream stream broke off: {err}")),
@@ -203,7 +204,7 @@ async fn relay(
     match failure {
         None => call.record_ok(watch.usage(api), false, &retries),
         Some(failure) => {
-            if cancelled || failure.contains("broke off") {
+            if cut {
                 // the caller's stream is cut too, so its SDK does not take it for whole
                 let _ = tx.send(Err(std::io::Error::other(failure.clone())));
             }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hevo_llm::{CallStatus, Caps, GatewayConfig, InFlight};
 
-use crate::held::{assert_priced, HeldGateway};
+use crate::held_gateway::{assert_priced, HeldGateway};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_trial_closed_while_its_stream_is_still_coming_waits_for_it_and_counts_it() {

@@ -7,21 +7,25 @@
 use hevo_llm::{CallStatus, Caps, GatewayConfig, InFlight};
 use serde_json::Value;
 
-use crate::held::{assert_priced, HeldGateway};
+use crate::held_gateway::{assert_priced, HeldGateway};
 
 /// How long the SDK waits for each answer (the upstream holds it until released).
 const GIVE_UP_AFTER: &str = "3";
 
+/// What [`give_up`] saw.
+struct GaveUp {
+    /// The harness's report.
+    out: Value,
+    /// Calls the upstream held at once (all it received before it was let go).
+    held: usize,
+    /// Calls the upstream received in all.
+    arrived: usize,
+}
+
 /// Runs `py/give_up.py` (`calls` calls of `kind`) in a trial with `caps`, then lets the
 /// upstream answer and closes the trial; asserts that every call the upstream received is
 /// in the ledger, priced by `input` and 500 output tokens, and in the trial's totals.
-/// Returns the harness's report and how many calls reached the upstream.
-async fn give_up(
-    kind: &str,
-    calls: usize,
-    caps: Caps,
-    input: (u64, u64),
-) -> Option<(Value, usize)> {
+async fn give_up(kind: &str, calls: usize, caps: Caps, input: (u64, u64)) -> Option<GaveUp> {
     let t = HeldGateway::start(GatewayConfig::DRAIN_TIMEOUT).await;
     let key = t.trial("t0", caps);
     let calls = calls.to_string();
@@ -32,10 +36,11 @@ async fn give_up(
     ];
     let out = t.harness("give_up.py", &key, &vars)?;
     assert_eq!(out["other"], 0, "{out}");
-    let arrived = t.upstream.arrived();
+    let held = t.upstream.arrived();
     // the harness is gone; the upstream now answers every call it holds
     t.upstream.release();
     let usage = t.gateway.close_trial(&key).await;
+    let arrived = t.upstream.arrived();
     assert_eq!(t.upstream.answered(), arrived);
     let rows = t.rows("t0");
     let ok: Vec<_> = rows.iter().filter(|r| r.status == CallStatus::Ok).collect();
@@ -53,7 +58,7 @@ async fn give_up(
     let ledger: f64 = rows.iter().map(|r| r.cost_usd).sum();
     assert!((ledger - usage.cost_usd).abs() < 1e-12, "{usage:?}");
     assert_eq!(t.gateway.run_in_flight(), InFlight::default());
-    Some((out, arrived))
+    Some(GaveUp { out, held, arrived })
 }
 
 /// Six calls given up on, in a trial that may make three.
@@ -62,7 +67,7 @@ async fn call_cap_holds(kind: &str, input: (u64, u64)) {
         max_calls: Some(3),
         ..Caps::UNLIMITED
     };
-    let Some((out, arrived)) = give_up(kind, 6, caps, input).await else {
+    let Some(GaveUp { out, arrived, .. }) = give_up(kind, 6, caps, input).await else {
         return;
     };
     assert!(
@@ -93,14 +98,14 @@ async fn a_call_given_up_on_keeps_its_slot_until_the_upstream_has_answered() {
         max_concurrent: Some(2),
         ..Caps::UNLIMITED
     };
-    let Some((out, arrived)) = give_up("translated", 4, caps, (800, 200)).await else {
+    let Some(GaveUp { out, held, .. }) = give_up("translated", 4, caps, (800, 200)).await else {
         return;
     };
     // two calls hold the trial's two slots while the upstream holds them; the others wait
     // for a slot, before they are calls, until their SDK gives up
     assert_eq!(out["timeout"], 4, "{out}");
     assert!(
-        arrived <= 2,
-        "{arrived} calls reached the upstream at once: {out}"
+        held <= 2,
+        "{held} calls reached the upstream at once: {out}"
     );
 }

@@ -11,8 +11,9 @@
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
 //! - `left`: calls whose caller went away, still recorded and held against the caps.
-//! - `held`: an upstream that holds its answers until the test lets them go, and a gateway in
-//!   front of it (the fixture of `closing`, `left`, `stalls` and `stream_ends`).
+//! - `held`, `held_answers`, `held_gateway`: an upstream that holds its answers until the
+//!   test lets them go, what it answers, and a gateway in front of it (the fixture of
+//!   `closing`, `left`, `stalls` and `stream_ends`).
 //! - `stalls`: uploads that declare a large body and send little or nothing of it.
 //! - `stream_ends`: forwarded streams that break off or end in an error, priced by what they
 //!   reported.
@@ -28,6 +29,8 @@ mod closing;
 mod common;
 mod dialects;
 mod held;
+mod held_answers;
+mod held_gateway;
 mod left;
 mod local_model;
 mod openai_upstream;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hevo_llm::{CallStatus, Caps, GatewayConfig, TrialKey};
 
-use crate::held::HeldGateway;
+use crate::held_gateway::HeldGateway;
 
 /// Connects to the gateway and sends the head of a chat completion with `key` declaring
 /// `declared` body bytes, then the first `sent` of them.
@@ -103,12 +103,12 @@ async fn uploads_that_declare_32_mib_and_trickle_do_not_stop_other_calls() {
         };
         assert_eq!(out["answer"], "w0 w1", "{out}");
     }
-    drop(trickle);
     for trial in ["t0", "t1"] {
         let rows = t.rows(trial);
         assert_eq!(rows.len(), 1, "{rows:#?}");
         assert_eq!(rows[0].status, CallStatus::Ok);
     }
+    drop(trickle);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,7 +5,7 @@
 
 use hevo_llm::{CallStatus, Caps, GatewayConfig};
 
-use crate::held::{assert_priced, HeldGateway};
+use crate::held_gateway::{assert_priced, HeldGateway};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn streams_that_break_off_or_end_in_an_error_are_backend_errors_priced_by_what_they_saw() {
