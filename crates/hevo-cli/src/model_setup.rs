@@ -222,7 +222,7 @@ impl ModelLayer {
     pub fn shutdown(self) {
         if let Some(access) = &self.local_access {
             for t in self.open_tickets.lock().expect("tickets lock").drain(..) {
-                access.close(t);
+                hevo_runtime::rt::block_on(access.close(t));
             }
         }
         if let Some(h) = self.handle {

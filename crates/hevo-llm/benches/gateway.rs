@@ -97,7 +97,7 @@ async fn main() {
     via.sort_by(f64::total_cmp);
     let (d50, d99) = (percentile(&direct, 0.5), percentile(&direct, 0.99));
     let (g50, g99) = (percentile(&via, 0.5), percentile(&via, 0.99));
-    let usage = gateway.close_trial(&key);
+    let usage = gateway.close_trial(&key).await;
     assert_eq!(usage.calls as usize, calls + 200);
     println!("calls per path: {calls} (after 200 warm-up calls each)");
     println!("| path | p50 ms | p99 ms |");

@@ -145,9 +145,9 @@ impl LedgerSink for NullSink {
 /// Spending caps hold under concurrency: before a call is forwarded it reserves a slot and
 /// its maximum tokens and cost ([`InFlight`]); it is admitted only while the answered calls
 /// plus the calls in flight stay under every cap, and its reservation is replaced by what it
-/// really spent when it ends (or released when it fails or the caller leaves). So at most
-/// `max_calls` calls are answered, and tokens and dollars exceed their cap by at most one
-/// call's maximum. A refused call gets HTTP 429 and marks the trial `budget_exceeded`; so
+/// really spent when it ends (or released when it fails; a caller that leaves does not end
+/// it). So at most `max_calls` calls are answered, and tokens and dollars exceed their cap by
+/// at most one call's maximum. A refused call gets HTTP 429 and marks the trial `budget_exceeded`; so
 /// does a call whose real spend crosses a cap.
 ///
 /// `max_concurrent`, `max_bytes_in_flight` and `max_trace_bytes` bound resources rather than
@@ -165,11 +165,11 @@ pub struct Caps {
     /// Most calls answered.
     #[serde(default)]
     pub max_calls: Option<u64>,
-    /// Most calls in flight at once; more wait (before their body is read) for a slot.
+    /// Most calls in flight at once; more wait for a slot.
     #[serde(default)]
     pub max_concurrent: Option<u64>,
-    /// Most request-body bytes held in memory at once; more calls wait (before their body
-    /// is read) until enough bytes are free.
+    /// Most request-body bytes held in memory at once, counted as they arrive; a body that
+    /// does not fit waits on disk until enough bytes are free.
     #[serde(default)]
     pub max_bytes_in_flight: Option<u64>,
     /// Most bytes written to `model_calls.jsonl` traces; past it a `truncated` marker line

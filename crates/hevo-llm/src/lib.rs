@@ -18,7 +18,7 @@
 //! let gateway = Gateway::start(config, vec![Arc::new(backend)], sink)?;
 //! let key = gateway.open_trial("trial-1", std::path::Path::new("traces/trial-1"), Caps::UNLIMITED)?;
 //! // start the harness with gateway.harness_env(&key), without gateway.provider_key_vars()
-//! let usage = gateway.close_trial(&key);
+//! let usage = gateway.close_trial(&key).await;
 //! println!("{} calls, ${:.4}", usage.calls, usage.cost_usd);
 //! gateway.shutdown().await;
 //! # Ok(()) }

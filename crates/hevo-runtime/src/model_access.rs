@@ -6,7 +6,9 @@
 //! (a later call gets 401), so every call is attributed to exactly one trial. Harness code
 //! only ever receives the gateway's URL and this key, never a provider key.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Mutex;
 
 use hevo_llm::{CallRecord, Caps, Gateway, LedgerSink, TrialKey, TrialUsage};
@@ -66,9 +68,13 @@ pub trait ModelAccess: Send + Sync {
     /// Opens a trial: the variables that point its SDKs at the gateway with a fresh key.
     /// Calls are traced to `<trace_dir>/model_calls.jsonl`.
     fn open(&self, trial_id: &str, trace_dir: &Path) -> Result<(ModelEnv, Ticket), String>;
-    /// Expires the trial's key and returns its totals (spend, cap and upstream faults).
-    fn close(&self, ticket: Ticket) -> TrialUsage;
+    /// Expires the trial's key and returns its totals (spend, cap and upstream faults), once
+    /// the calls it still had in flight have ended.
+    fn close(&self, ticket: Ticket) -> CloseFuture<'_>;
 }
+
+/// What [`ModelAccess::close`] returns: the trial's totals, once its calls have ended.
+pub type CloseFuture<'a> = Pin<Box<dyn Future<Output = TrialUsage> + Send + 'a>>;
 
 impl std::fmt::Debug for dyn ModelAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -209,11 +215,13 @@ impl ModelAccess for GatewayAccess {
         Ok((env, Ticket(Some(key))))
     }
 
-    fn close(&self, ticket: Ticket) -> TrialUsage {
-        match ticket.0 {
-            Some(key) => self.gateway.close_trial(&key),
-            None => TrialUsage::default(),
-        }
+    fn close(&self, ticket: Ticket) -> CloseFuture<'_> {
+        Box::pin(async move {
+            match ticket.0 {
+                Some(key) => self.gateway.close_trial(&key).await,
+                None => TrialUsage::default(),
+            }
+        })
     }
 }
 

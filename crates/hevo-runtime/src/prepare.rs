@@ -105,7 +105,7 @@ pub(crate) async fn prepare(
     };
     let launched = settings.launcher.launch(spec).await;
     if let (Some(access), Some(ticket)) = (&settings.model_access, ticket) {
-        access.close(ticket);
+        access.close(ticket).await;
     }
     let out = launched.map_err(|e| fail(e.to_string()))?;
     if let Some(reason) = settings.cancel.reason() {

@@ -312,7 +312,7 @@ async fn run_trial_inner(
     let launched = launcher.launch(spec).await;
     // The key expires as soon as the harness is gone: nothing else can spend on its behalf.
     let usage = match (&settings.model_access, ticket) {
-        (Some(access), Some(ticket)) => access.close(ticket),
+        (Some(access), Some(ticket)) => access.close(ticket).await,
         _ => TrialUsage::default(),
     };
     let out = match launched {

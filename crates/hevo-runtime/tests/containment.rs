@@ -16,7 +16,7 @@ use std::time::Duration;
 use hevo_llm::TrialUsage;
 use hevo_runtime::eval::{self, EvalOptions};
 use hevo_runtime::launch::{Launcher, LocalLauncher};
-use hevo_runtime::model_access::{ModelAccess, ModelEnv, Ticket};
+use hevo_runtime::model_access::{CloseFuture, ModelAccess, ModelEnv, Ticket};
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::sandbox::{SandboxLauncher, SandboxOptions};
 use serde_json::{json, Value};
@@ -356,8 +356,8 @@ impl ModelAccess for Keys {
         };
         Ok((env, Ticket::unbacked()))
     }
-    fn close(&self, _ticket: Ticket) -> TrialUsage {
-        TrialUsage::default()
+    fn close(&self, _ticket: Ticket) -> CloseFuture<'_> {
+        Box::pin(async { TrialUsage::default() })
     }
 }
 
@@ -656,7 +656,7 @@ impl ModelAccess for Leaky {
             .push(env.openai_api_key.clone());
         Ok((env, ticket))
     }
-    fn close(&self, ticket: Ticket) -> TrialUsage {
+    fn close(&self, ticket: Ticket) -> CloseFuture<'_> {
         // the ticket names its key only in its debug form
         let shown = format!("{ticket:?}");
         let mut list = self.over_tcp.lock().unwrap();
@@ -664,9 +664,11 @@ impl ModelAccess for Leaky {
             list[at] = http_chat(self.gateway_port, &list[at]);
         }
         drop(list);
-        let usage = self.inner.close(ticket);
-        self.usages.lock().unwrap().push(usage);
-        usage
+        Box::pin(async move {
+            let usage = self.inner.close(ticket).await;
+            self.usages.lock().unwrap().push(usage);
+            usage
+        })
     }
 }
 

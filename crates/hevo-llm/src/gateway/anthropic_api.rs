@@ -8,11 +8,12 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::limits::Held;
 use super::misc::read_body;
 use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
@@ -127,15 +128,16 @@ pub(super) fn parse(raw: &Value) -> Result<(ChatRequest, bool), Refusal> {
 /// `POST /v1/messages` (`?beta=true` is passed on to an upstream).
 pub(crate) async fn messages(
     State(gateway): State<Gateway>,
+    Extension(held): Extension<Held>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::Messages, &headers, body) {
+    let body = match read_body(&gateway, Api::Messages, &headers, body, &held) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
-    let (call, raw) = match gateway.begin(Api::Messages, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::Messages, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
@@ -159,29 +161,33 @@ pub(crate) async fn messages(
     if stream {
         return sse(call, request, id).into_response();
     }
-    match call.execute(request, None).await {
-        Ok((response, _)) => {
-            let body = render(&id, &response.model, &response);
-            call.trace("response", Some(200), &body);
-            Json(body).into_response()
+    call.detach(|call| async move {
+        match call.execute(request, None).await {
+            Ok((response, _)) => {
+                let body = render(&id, &response.model, &response);
+                call.trace("response", Some(200), &body);
+                Json(body).into_response()
+            }
+            Err(err) => err.into_response(),
         }
-        Err(err) => err.into_response(),
-    }
+    })
+    .await
 }
 
 /// `POST /v1/messages/count_tokens`: forwarded to an Anthropic upstream; other backends
 /// answer 400.
 pub(crate) async fn count_tokens(
     State(gateway): State<Gateway>,
+    Extension(held): Extension<Held>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::CountTokens, &headers, body) {
+    let body = match read_body(&gateway, Api::CountTokens, &headers, body, &held) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
-    let (call, raw) = match gateway.begin(Api::CountTokens, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::CountTokens, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };

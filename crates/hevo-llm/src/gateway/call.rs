@@ -5,8 +5,14 @@
 //! the trial's and the run's caps, or 429) → answered by translation ([`Call::execute`],
 //! cached when deterministic) or forwarded ([`super::forward`]) → [`Call::record_ok`] or
 //! [`Call::fail`] (price, settle the reservation into the totals, ledger) → trace response.
-//! A call dropped before it ends (the caller left) releases its reservation.
+//!
+//! The work that waits for the upstream runs in a task that owns the call (`detach`), so a
+//! caller that hangs up does not end it. A call dropped before it ends releases its
+//! reservation. A call is live (counted in its trial and the run, see `live`) until it is
+//! dropped; one still waiting for its upstream when its trial's close or the shutdown stops
+//! waiting is cancelled ([`Call::unless_cancelled`]) and recorded with what it had received.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,12 +20,19 @@ use std::time::Instant;
 use axum::http::HeaderMap;
 use serde_json::Value;
 
+use super::limits::Held;
+use super::live::Entered;
 use super::{now_ms, ApiError, Dialect, ErrorKind, Gateway, Route, Trial};
 use crate::backend::{Api, Backend, DeltaSender, Retries};
 use crate::cache::ResponseCache;
 use crate::error::BackendError;
-use crate::ledger::{CallRecord, CallStatus, InFlight};
+use crate::ledger::{CallRecord, CallStatus, InFlight, TrialUsage};
 use crate::types::{ChatRequest, ChatResponse, Usage};
+
+/// The error of a call cancelled while it waited for its upstream.
+pub(crate) const CANCELLED: &str = "cancelled: the call was still running when its trial ended \
+     or hevo shut down, and did not end in the time it was given; recorded with what it had \
+     received";
 
 /// Why a request cannot be translated into a [`ChatRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,16 +63,18 @@ pub(crate) fn api_key(headers: &HeaderMap) -> Option<&str> {
 
 impl Gateway {
     /// Authenticates, traces, parses the JSON body and routes its `model`. Caps are checked
-    /// by [`Call::admit`] once the request is known to be well formed.
+    /// by [`Call::admit`] once the request is known to be well formed. The call keeps the
+    /// slots and bytes `held` for its request until it ends.
     pub(crate) fn begin(
         &self,
         api: Api,
         headers: &HeaderMap,
         body: &[u8],
+        held: Held,
     ) -> Result<(Call, Value), ApiError> {
         let dialect = Dialect::of(api);
         let started = Instant::now();
-        let trial = self.authenticate(api_key(headers), dialect)?;
+        let (trial, entered) = self.enter(api_key(headers), dialect)?;
         let seq = {
             let mut state = trial.state.lock().expect("trial lock");
             state.next_seq += 1;
@@ -78,6 +93,8 @@ impl Gateway {
             route: None,
             bound: InFlight::one(body.len() as u64, 0.0),
             reserved: AtomicBool::new(false),
+            _held: held,
+            entered,
         };
         match &raw {
             Ok(value) => call.trace("request", None, value),
@@ -160,6 +177,11 @@ pub(crate) struct Call {
     bound: InFlight,
     /// Holds a reservation (between [`Call::admit`] and the call's end).
     reserved: AtomicBool,
+    /// The request's slots and bytes (see [`Held`]).
+    _held: Held,
+    /// Counts the call as live in its trial and in the run until it is dropped (declared
+    /// last: dropped after everything else).
+    entered: [Entered; 2],
 }
 
 impl Drop for Call {
@@ -172,6 +194,22 @@ impl Call {
     /// The API called.
     pub(crate) fn api(&self) -> Api {
         self.api
+    }
+
+    /// The dialect the caller is answered in.
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Runs `work` unless the call is cancelled first (its trial was closed, or the gateway
+    /// shut down, and waiting for it took too long): `None` then.
+    pub(crate) async fn unless_cancelled<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        let [in_trial, in_run] = &self.entered;
+        tokio::select! {
+            done = work => Some(done),
+            () = in_trial.cancelled() => None,
+            () = in_run.cancelled() => None,
+        }
     }
 
     fn route(&self) -> &Route {
@@ -282,6 +320,11 @@ impl Call {
         api_error
     }
 
+    /// The error of a call cancelled before it ended (see [`Call::unless_cancelled`]).
+    pub(crate) fn cancelled_error(&self) -> ApiError {
+        ApiError::new(self.dialect, ErrorKind::Backend, CANCELLED)
+    }
+
     /// Records and traces a failed call; returns the error for the caller to send.
     pub(crate) fn fail(&self, err: ApiError) -> ApiError {
         let status = match err.kind {
@@ -361,12 +404,34 @@ impl Call {
     /// Prices an answered call by `usage`, adds it to the trial's and run's totals and writes
     /// its ledger row.
     pub(crate) fn record_ok(&self, usage: Usage, cache_hit: bool, retries: &Retries) {
+        self.settle(CallStatus::Ok, usage, cache_hit, retries, None);
+    }
+
+    /// Records a call that failed after the upstream had started answering (a stream that
+    /// broke off, ended in an error event or without its end, or was cancelled) as a backend
+    /// error, priced by the usage it had reported: its tokens and dollars count in the totals
+    /// (and against the caps) although it is not an answered call.
+    pub(crate) fn record_spent_failure(&self, usage: Usage, message: &str, retries: &Retries) {
+        let error = Some(message.to_owned());
+        self.settle(CallStatus::BackendError, usage, false, retries, error);
+    }
+
+    /// Prices the call by `usage`, replaces its reservation by that in the trial's and run's
+    /// totals and writes its ledger row.
+    fn settle(
+        &self,
+        status: CallStatus,
+        usage: Usage,
+        cache_hit: bool,
+        retries: &Retries,
+        error: Option<String>,
+    ) {
         let inner = &self.gateway.inner;
         let cost = inner
             .prices
             .cost(self.upstream_model(), &usage)
             .unwrap_or(0.0);
-        let mut record = self.base_record(CallStatus::Ok, None);
+        let mut record = self.base_record(status, error);
         record.input_tokens = usage.uncached_tokens();
         record.cached_tokens = usage.cached_tokens;
         record.cache_write_tokens = usage.cache_write_tokens;
@@ -383,8 +448,14 @@ impl Call {
                 state.in_flight.remove(&self.bound);
                 run.in_flight.remove(&self.bound);
             }
-            run.usage.add(&record);
-            state.usage.add(&record);
+            if status == CallStatus::Ok {
+                run.usage.add(&record);
+                state.usage.add(&record);
+            } else {
+                add_spend(&mut run.usage, &record);
+                add_spend(&mut state.usage, &record);
+                state.usage.backend_errors += 1;
+            }
             if inner.run_caps.exceeded(&run.usage) || self.trial.caps.exceeded(&state.usage) {
                 state.usage.budget_exceeded = true;
             }
@@ -415,9 +486,13 @@ impl Call {
         };
         let (response, cache_hit, retries) = match cached {
             Some(response) => (response, true, Retries::default()),
-            None => match route.backend.complete(request, deltas).await {
-                Ok(completion) => (completion.response, false, completion.retries),
-                Err(err) => return Err(self.fail_backend(&err)),
+            None => match self
+                .unless_cancelled(route.backend.complete(request, deltas))
+                .await
+            {
+                Some(Ok(completion)) => (completion.response, false, completion.retries),
+                Some(Err(err)) => return Err(self.fail_backend(&err)),
+                None => return Err(self.fail(self.cancelled_error())),
             },
         };
         self.record_ok(response.usage, cache_hit, &retries);
@@ -443,6 +518,14 @@ impl Call {
         self.trial
             .write_trace(&line, &self.gateway.inner.trace_budget);
     }
+}
+
+/// Adds a failed call's tokens and dollars to `usage` (it is not an answered call).
+fn add_spend(usage: &mut TrialUsage, record: &CallRecord) {
+    usage.input_tokens += record.input_tokens;
+    usage.cached_tokens += record.cached_tokens;
+    usage.output_tokens += record.output_tokens;
+    usage.cost_usd += record.cost_usd;
 }
 
 /// Runs `call.execute` while forwarding the backend's text deltas to `on_delta`; returns the
@@ -476,9 +559,15 @@ impl Gateway {
     /// Refuses a request of `api` with `err` before its body was read (it is larger than
     /// the body limit): authenticated, traced and in the ledger as `bad_request` like any
     /// refused call, with no model (none was read).
-    pub(crate) fn refuse_unread(&self, api: Api, headers: &HeaderMap, err: ApiError) -> ApiError {
-        let trial = match self.authenticate(api_key(headers), err.dialect) {
-            Ok(trial) => trial,
+    pub(crate) fn refuse_unread(
+        &self,
+        api: Api,
+        headers: &HeaderMap,
+        err: ApiError,
+        held: Held,
+    ) -> ApiError {
+        let (trial, entered) = match self.enter(api_key(headers), err.dialect) {
+            Ok(entered) => entered,
             Err(unknown_key) => return unknown_key,
         };
         let seq = {
@@ -498,6 +587,8 @@ impl Gateway {
             route: None,
             bound: InFlight::one(0, 0.0),
             reserved: AtomicBool::new(false),
+            _held: held,
+            entered,
         };
         call.trace("request", None, &Value::String("(body not read)".into()));
         call.fail(err)

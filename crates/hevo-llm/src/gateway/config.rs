@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::cache::ResponseCache;
@@ -13,6 +14,7 @@ use crate::ledger::{Caps, LedgerSink, Scope};
 use crate::price::PriceTable;
 
 use super::limits::Budget;
+use super::live::Live;
 use super::trace::RunTraceBudget;
 use super::{Gateway, Inner, Route, RunState};
 
@@ -55,9 +57,21 @@ pub struct GatewayConfig {
     pub cache_dir: Option<PathBuf>,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// How long closing a trial waits for its calls still in flight (the harness left while
+    /// a stream or an answer was still coming) before cancelling them; each is recorded
+    /// either way. [`GatewayConfig::DRAIN_TIMEOUT`] by default.
+    pub drain_timeout: Duration,
+    /// How long a request body may send nothing before the request is dropped (408), giving
+    /// back its slot and bytes. [`GatewayConfig::BODY_IDLE_TIMEOUT`] by default.
+    pub body_idle_timeout: Duration,
 }
 
 impl GatewayConfig {
+    /// The default of [`GatewayConfig::drain_timeout`].
+    pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+    /// The default of [`GatewayConfig::body_idle_timeout`].
+    pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
     /// A config with these routes and prices, no run caps, no cache, 32 MiB body limit.
     pub fn new(routes: Vec<ModelRoute>, prices: PriceTable) -> Self {
         Self {
@@ -67,6 +81,8 @@ impl GatewayConfig {
             run_caps: Caps::UNLIMITED,
             cache_dir: None,
             max_body_bytes: 32 << 20,
+            drain_timeout: Self::DRAIN_TIMEOUT,
+            body_idle_timeout: Self::BODY_IDLE_TIMEOUT,
         }
     }
 }
@@ -126,7 +142,10 @@ impl Gateway {
                 run_caps: config.run_caps,
                 cache,
                 max_body_bytes: config.max_body_bytes,
+                drain_timeout: config.drain_timeout,
+                body_idle_timeout: config.body_idle_timeout,
                 sink,
+                live: Live::default(),
                 trials: RwLock::new(HashMap::new()),
                 run: Mutex::new(RunState::default()),
                 budget: Budget::new(

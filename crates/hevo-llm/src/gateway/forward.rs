@@ -12,6 +12,9 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use super::call::CANCELLED;
+use super::detach::Answer;
+use super::ending::Ending;
 use super::sse::{parse_event, EventSplitter};
 use super::usage::UsageWatch;
 use super::Call;
@@ -24,7 +27,9 @@ const PASSED_HEADERS: &[&str] = &["anthropic-beta", "anthropic-version", "openai
 /// At most this many events of a stream are kept in the trace (the rest are counted).
 const TRACED_EVENTS: usize = 2000;
 
-/// Forwards `body` for `call` and answers with the upstream's reply.
+/// Forwards `body` for `call` and answers with the upstream's reply. The upstream is called,
+/// and a stream relayed, in the call's own task, so a caller that hangs up does not cancel
+/// what the upstream bills.
 pub(crate) async fn forward(
     call: Call,
     mut body: Value,
@@ -63,9 +68,18 @@ pub(crate) async fn forward(
         headers: passed,
         query,
     };
-    let reply = match call.backend().forward(request).await {
-        Ok(reply) => reply,
-        Err(err) => return call.fail_backend(&err).into_response(),
+    call.detach_answering(move |call, answer| send(call, request, hide_usage_chunk, answer))
+        .await
+}
+
+/// Sends `request` upstream and answers with the reply; a stream is then relayed to its
+/// end. Runs in the call's own task ([`Call::detach_answering`]).
+async fn send(call: Call, request: RawRequest, hide_usage_chunk: bool, answer: Answer) {
+    let api = call.api();
+    let reply = match call.unless_cancelled(call.backend().forward(request)).await {
+        Some(Ok(reply)) => reply,
+        Some(Err(err)) => return answer.send(call.fail_backend(&err).into_response()),
+        None => return answer.send(call.fail(call.cancelled_error()).into_response()),
     };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = reply.content_type.clone();
@@ -89,29 +103,33 @@ pub(crate) async fn forward(
                 );
             }
             call.trace("response", Some(status.as_u16()), &value);
-            (status, [(header::CONTENT_TYPE, content_type)], bytes).into_response()
+            answer.send((status, [(header::CONTENT_TYPE, content_type)], bytes).into_response());
         }
         RawBody::Stream(upstream) => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
-            tokio::spawn(relay(call, upstream, tx, hide_usage_chunk, reply.retries));
             let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
                 rx.recv().await.map(|item| (item, rx))
             }));
-            (
-                status,
-                [
-                    (header::CONTENT_TYPE, content_type),
-                    (header::CACHE_CONTROL, "no-cache".to_owned()),
-                ],
-                body,
-            )
-                .into_response()
+            answer.send(
+                (
+                    status,
+                    [
+                        (header::CONTENT_TYPE, content_type),
+                        (header::CACHE_CONTROL, "no-cache".to_owned()),
+                    ],
+                    body,
+                )
+                    .into_response(),
+            );
+            relay(call, upstream, tx, hide_usage_chunk, reply.retries).await;
         }
     }
 }
 
 /// Passes a stream on event by event, watching usage; records the call when it ends. The
-/// upstream is read to its end even if the caller left, so what was spent is recorded.
+/// upstream is read to its end even if the caller left, so what was spent is recorded. A
+/// stream that broke off, ended with an error event or without its last event ([`Ending`])
+/// is a backend error, priced by the usage it had reported.
 async fn relay(
     call: Call,
     mut upstream: futures::stream::BoxStream<'static, Result<Bytes, crate::BackendError>>,
@@ -123,11 +141,13 @@ async fn relay(
     let mut splitter = EventSplitter::default();
     let mut watch = UsageWatch::default();
     let mut traced: Vec<Value> = Vec::new();
+    let mut ending = Ending::default();
     let mut events = 0usize;
-    let mut failure = None;
+    let mut broke = None;
     let mut handle = |event: Vec<u8>, traced: &mut Vec<Value>| {
         let (name, data) = parse_event(&event);
         let value = serde_json::from_str::<Value>(&data).ok();
+        ending.observe(api, name.as_deref(), &data, value.as_ref());
         let mut pass = true;
         if let Some(value) = &value {
             watch.observe(value);
@@ -152,7 +172,13 @@ async fn relay(
             let _ = tx.send(Ok(Bytes::from(event)));
         }
     };
-    while let Some(chunk) = upstream.next().await {
+    let mut cancelled = false;
+    loop {
+        let Some(next) = call.unless_cancelled(upstream.next()).await else {
+            cancelled = true;
+            break;
+        };
+        let Some(chunk) = next else { break };
         match chunk {
             Ok(bytes) => {
                 for event in splitter.push(&bytes) {
@@ -160,7 +186,7 @@ async fn relay(
                 }
             }
             Err(err) => {
-                failure = Some(err.to_string());
+                broke = Some(err.to_string());
                 break;
             }
         }
@@ -169,16 +195,28 @@ async fn relay(
     if !rest.iter().all(u8::is_ascii_whitespace) {
         handle(rest, &mut traced);
     }
+    let cut = cancelled || broke.is_some();
+    let failure = match (cancelled, broke) {
+        (true, _) => Some(CANCELLED.to_owned()),
+        (false, Some(err)) => Some(format!("the upstream stream broke off: {err}")),
+        (false, None) => ending.failure(api),
+    };
     match failure {
         None => call.record_ok(watch.usage(api), false, &retries),
-        Some(err) => {
-            let _ = tx.send(Err(std::io::Error::other(err.clone())));
-            let broke = format!("the upstream stream broke off: {err}");
+        Some(failure) => {
+            if cut {
+                // the caller's stream is cut too, so its SDK does not take it for whole
+                let _ = tx.send(Err(std::io::Error::other(failure.clone())));
+            }
             let retries = Retries {
                 count: retries.count,
-                last_error: Some(broke.clone()),
+                last_error: if cancelled {
+                    retries.last_error
+                } else {
+                    Some(failure.clone())
+                },
             };
-            call.record_failure_after(CallStatus::BackendError, &broke, &retries);
+            call.record_spent_failure(watch.usage(api), &failure, &retries);
         }
     }
     let mut summary = json!({

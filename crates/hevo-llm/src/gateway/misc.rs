@@ -7,11 +7,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::call::api_key;
 use super::forward::forward;
+use super::limits::Held;
 use super::{ApiError, Dialect, ErrorKind, Gateway, SERVED};
 use crate::backend::Api;
 
@@ -84,12 +85,14 @@ fn same_path(pattern: &str, path: &str) -> bool {
 }
 
 /// The body of a call of `api`, or the refusal of a call whose body could not be read (over
-/// the body limit: 413; broken off: 400), in the caller's format and already in the ledger.
+/// the body limit: 413; broken off: 400), in the caller's format and already in the ledger;
+/// the refused call holds `held` (the request's slots and bytes) until it is recorded.
 pub(crate) fn read_body(
     gateway: &Gateway,
     api: Api,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    held: &Held,
 ) -> Result<Bytes, ApiError> {
     let rejection = match body {
         Ok(body) => return Ok(body),
@@ -111,7 +114,7 @@ pub(crate) fn read_body(
             format!("request body could not be read: {rejection}"),
         )
     };
-    Err(gateway.refuse_unread(api, headers, err))
+    Err(gateway.refuse_unread(api, headers, err, held.clone()))
 }
 
 /// One model, in a shape both SDKs read (OpenAI's `object`/`owned_by`, Anthropic's
@@ -165,14 +168,15 @@ pub(crate) async fn get_model(
 pub(crate) async fn embeddings(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
+    Extension(held): Extension<Held>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::Embeddings, &headers, body) {
+    let body = match read_body(&gateway, Api::Embeddings, &headers, body, &held) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
-    let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };

@@ -6,7 +6,9 @@
 //! the trial's and the run's caps (`call`), is answered from the response cache or a
 //! backend, priced, written to the trial's capped trace (`trace`) and handed to the
 //! [`LedgerSink`]. A sandboxed trial's key is bound to its sandbox's socket (`bound`).
-//! Closing a trial expires its key and returns its totals.
+//! Every call is counted as live in its trial and in the gateway until it has been recorded
+//! (`live`). Closing a trial expires its key, waits for its live calls and returns its
+//! totals; the gateway's shutdown waits for all of them.
 //!
 //! Routes ([`SERVED`]): OpenAI's chat completions, Responses, embeddings and models;
 //! Anthropic's messages and token counting; `HEAD /` and `GET /`. Any other path gets a 404
@@ -25,10 +27,14 @@ mod anthropic_api;
 mod bound;
 mod call;
 mod config;
+mod detach;
+mod ending;
 mod error;
 mod forward;
+mod intake;
 mod limits;
 mod listen;
+mod live;
 mod misc;
 mod openai_api;
 mod responses_api;
@@ -56,6 +62,7 @@ use crate::price::PriceTable;
 #[cfg(doc)]
 use crate::types::ChatRequest;
 use limits::Budget;
+use live::Live;
 use trace::{RunTraceBudget, TraceFile, TraceLine};
 
 pub use bound::BoundSocket;
@@ -93,6 +100,8 @@ struct Trial {
     budget: Budget,
     /// Bound to its sandbox's socket ([`Gateway::serve_bound`]): refused over TCP.
     bound: std::sync::atomic::AtomicBool,
+    /// Its calls not ended yet ([`Gateway::close_trial`] waits for them).
+    live: Live,
 }
 
 impl Trial {
@@ -130,7 +139,11 @@ struct Inner {
     run_caps: Caps,
     cache: Option<ResponseCache>,
     max_body_bytes: usize,
+    drain_timeout: std::time::Duration,
+    body_idle_timeout: std::time::Duration,
     sink: Arc<dyn LedgerSink>,
+    /// Every call not ended yet (the shutdown waits for them).
+    live: Live,
     trials: RwLock<HashMap<String, Arc<Trial>>>,
     run: Mutex<RunState>,
     budget: Budget,

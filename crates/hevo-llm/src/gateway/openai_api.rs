@@ -8,12 +8,13 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::limits::Held;
 use super::misc::read_body;
 use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
@@ -239,14 +240,15 @@ fn render(id: &str, model: &str, response: &ChatResponse, logprobs: bool) -> Val
 pub(crate) async fn chat_completions(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
+    Extension(held): Extension<Held>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::ChatCompletions, &headers, body) {
+    let body = match read_body(&gateway, Api::ChatCompletions, &headers, body, &held) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
-    let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
@@ -270,14 +272,17 @@ pub(crate) async fn chat_completions(
     if options.stream {
         stream(call, request, options, id).into_response()
     } else {
-        match call.execute(request, None).await {
-            Ok((response, _)) => {
-                let body = render(&id, &response.model, &response, options.logprobs);
-                call.trace("response", Some(200), &body);
-                Json(body).into_response()
+        call.detach(|call| async move {
+            match call.execute(request, None).await {
+                Ok((response, _)) => {
+                    let body = render(&id, &response.model, &response, options.logprobs);
+                    call.trace("response", Some(200), &body);
+                    Json(body).into_response()
+                }
+                Err(err) => err.into_response(),
             }
-            Err(err) => err.into_response(),
-        }
+        })
+        .await
     }
 }
 

@@ -11,11 +11,12 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::call::execute_streaming;
 use super::forward::forward;
+use super::limits::Held;
 use super::misc::read_body;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
@@ -142,14 +143,15 @@ fn input_item(i: usize, item: &Value) -> Result<ChatMessage, Refusal> {
 pub(crate) async fn responses(
     State(gateway): State<Gateway>,
     RawQuery(query): RawQuery,
+    Extension(held): Extension<Held>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::Responses, &headers, body) {
+    let body = match read_body(&gateway, Api::Responses, &headers, body, &held) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
-    let (call, raw) = match gateway.begin(Api::Responses, &headers, &body) {
+    let (call, raw) = match gateway.begin(Api::Responses, &headers, &body, held) {
         Ok(begun) => begun,
         Err(err) => return err.into_response(),
     };
@@ -170,14 +172,17 @@ pub(crate) async fn responses(
     if stream {
         return sse(call, request, ids).into_response();
     }
-    match call.execute(request, None).await {
-        Ok((response, _)) => {
-            let body = render(&ids, &response, "completed");
-            call.trace("response", Some(200), &body);
-            Json(body).into_response()
+    call.detach(|call| async move {
+        match call.execute(request, None).await {
+            Ok((response, _)) => {
+                let body = render(&ids, &response, "completed");
+                call.trace("response", Some(200), &body);
+                Json(body).into_response()
+            }
+            Err(err) => err.into_response(),
         }
-        Err(err) => err.into_response(),
-    }
+    })
+    .await
 }
 
 struct Ids {

@@ -1,6 +1,7 @@
 //! Serving a gateway on a TCP listener: [`Gateway::start`], [`Gateway::serve`] and
 //! [`Gateway::serve_on`], and what the running server ([`GatewayHandle`]) offers: its
-//! address, the base URLs and environment harnesses are given, and its shutdown.
+//! address, the base URLs and environment harnesses are given, and its shutdown (which waits
+//! for the calls still in flight, so that each is in the ledger).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -114,17 +115,26 @@ impl GatewayHandle {
         &self.gateway
     }
 
-    /// Stops accepting connections, lets calls in flight finish (at most `grace`), and
-    /// returns.
+    /// Stops accepting connections and lets the calls in flight end, at most `grace` in all:
+    /// first the connections (answers still being sent), then every call still running
+    /// without one (its caller left: the upstream is still answering). Calls still running
+    /// after `grace` are cancelled and recorded with what they had received, so every call
+    /// is in the ledger when this returns.
     pub async fn shutdown_within(mut self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         if let Some(server) = self.server.take() {
             let abort = server.abort_handle();
-            if tokio::time::timeout(grace, server).await.is_err() {
+            if tokio::time::timeout_at(deadline, server).await.is_err() {
                 abort.abort();
             }
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let cancelled = self.gateway.inner.live.drain(left).await;
+        if cancelled > 0 {
+            tracing::warn!("cancelled {cancelled} model call(s) still running at shutdown");
         }
     }
 

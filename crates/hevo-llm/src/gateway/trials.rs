@@ -1,6 +1,8 @@
 //! Trials and their keys: opening a trial with a fresh (or given) key and its trace, closing
-//! it, looking a key up and authenticating a call by it, and the trials' and the run's totals.
+//! it (after its calls in flight), looking a key up and authenticating a call by it, and the
+//! trials' and the run's totals.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -10,6 +12,7 @@ use crate::error::LlmError;
 use crate::ledger::{Caps, InFlight, Scope, TrialLabels, TrialUsage};
 
 use super::limits::Budget;
+use super::live::{Entered, Live};
 use super::trace::TraceFile;
 use super::{ApiError, Dialect, ErrorKind, Gateway, Trial, TrialKey, TrialState};
 
@@ -79,6 +82,7 @@ impl Gateway {
                 caps.bytes_in_flight(Scope::Trial),
             ),
             bound: std::sync::atomic::AtomicBool::new(false),
+            live: Live::default(),
         });
         match self
             .inner
@@ -93,9 +97,12 @@ impl Gateway {
         Ok(TrialKey(key))
     }
 
-    /// Expires `key` (later calls get 401), closes the trace file and returns the trial's
-    /// totals. An unknown or already closed key gives empty totals.
-    pub fn close_trial(&self, key: &TrialKey) -> TrialUsage {
+    /// Expires `key` (later calls get 401), waits for the trial's calls still in flight to
+    /// end (at most the config's `drain_timeout`; those still running then are cancelled and
+    /// recorded with what they had seen), closes the trace file and returns the trial's
+    /// totals, every call of the trial included. An unknown or already closed key gives
+    /// empty totals.
+    pub async fn close_trial(&self, key: &TrialKey) -> TrialUsage {
         let Some(trial) = self
             .inner
             .trials
@@ -105,6 +112,14 @@ impl Gateway {
         else {
             return TrialUsage::default();
         };
+        let cancelled = trial.live.drain(self.inner.drain_timeout).await;
+        if cancelled > 0 {
+            tracing::warn!(
+                trial = %trial.id,
+                "cancelled {cancelled} model call(s) still running {:?} after the trial ended",
+                self.inner.drain_timeout
+            );
+        }
         if let Some(mut trace) = trial.trace.lock().expect("trace lock").take() {
             let _ = trace.flush();
         }
@@ -140,27 +155,50 @@ impl Gateway {
             .cloned()
     }
 
+    /// The open trial `key` belongs to, or the 401 for a missing, unknown or expired key.
     pub(super) fn authenticate(
         &self,
         key: Option<&str>,
         dialect: Dialect,
     ) -> Result<Arc<Trial>, ApiError> {
-        let Some(key) = key else {
-            return Err(ApiError::new(
-                dialect,
-                ErrorKind::Authentication,
-                "missing API key: send the trial key hevo put in OPENAI_API_KEY / \
-                 ANTHROPIC_API_KEY",
-            ));
-        };
         let trials = self.inner.trials.read().expect("trials lock");
-        trials.get(key).cloned().ok_or_else(|| {
-            ApiError::new(
-                dialect,
-                ErrorKind::Authentication,
-                "invalid API key: unknown or expired trial key (each key is valid only while \
-                 its trial runs)",
-            )
-        })
+        find(&trials, key, dialect).cloned()
     }
+
+    /// [`Gateway::authenticate`] for a call, counted as live in its trial and in the run
+    /// from now on. Counted under the trials lock, so a trial being closed either sees the
+    /// call (and waits for it) or the call sees the key expired.
+    pub(super) fn enter(
+        &self,
+        key: Option<&str>,
+        dialect: Dialect,
+    ) -> Result<(Arc<Trial>, [Entered; 2]), ApiError> {
+        let trials = self.inner.trials.read().expect("trials lock");
+        let trial = find(&trials, key, dialect)?;
+        let entered = [trial.live.enter(), self.inner.live.enter()];
+        Ok((Arc::clone(trial), entered))
+    }
+}
+
+fn find<'a>(
+    trials: &'a HashMap<String, Arc<Trial>>,
+    key: Option<&str>,
+    dialect: Dialect,
+) -> Result<&'a Arc<Trial>, ApiError> {
+    let Some(key) = key else {
+        return Err(ApiError::new(
+            dialect,
+            ErrorKind::Authentication,
+            "missing API key: send the trial key hevo put in OPENAI_API_KEY / \
+             ANTHROPIC_API_KEY",
+        ));
+    };
+    trials.get(key).ok_or_else(|| {
+        ApiError::new(
+            dialect,
+            ErrorKind::Authentication,
+            "invalid API key: unknown or expired trial key (each key is valid only while \
+             its trial runs)",
+        )
+    })
 }

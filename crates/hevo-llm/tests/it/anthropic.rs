@@ -93,7 +93,7 @@ async fn messages_endpoint_answers_in_anthropic_format() {
         })
         .collect();
     assert_eq!(streamed, "echo: streamed words");
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!(usage.calls, 3);
     assert!(t.trace("a").iter().all(|l| l["api"] == "anthropic"));
 }
@@ -152,8 +152,8 @@ async fn anthropic_backend_talks_to_a_second_gateway() {
             expected_cached
         );
     }
-    let outer_usage = outer.close_trial(&key);
-    let inner_usage = inner.gateway.close_trial(&inner_key);
+    let outer_usage = outer.close_trial(&key).await;
+    let inner_usage = inner.gateway.close_trial(&inner_key).await;
     assert_eq!(outer_usage.calls, 2);
     assert_eq!(inner_usage.calls, 2);
     assert_eq!(

@@ -185,7 +185,7 @@ async fn a_token_cap_holds_within_one_calls_maximum_under_concurrency() {
         answered + statuses.iter().filter(|s| **s == 429).count(),
         40
     );
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!(usage.calls as usize, answered);
     assert!(answered < 40, "the cap refused nothing: {statuses:?}");
     assert!(
@@ -490,7 +490,7 @@ async fn upstream_retries_and_errors_are_in_the_ledger() {
         .as_deref()
         .unwrap()
         .contains("HTTP 500"));
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!((usage.calls, usage.backend_errors), (1, 1));
     assert_eq!(t.gateway.run_in_flight(), InFlight::default());
 }

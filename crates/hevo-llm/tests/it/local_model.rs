@@ -236,7 +236,7 @@ async fn local_model_behind_the_gateway() {
         b["choices"][0]["message"]["content"]
     );
 
-    let usage = gw.close_trial(&key);
+    let usage = gw.close_trial(&key).await;
     assert_eq!(usage.calls, 8);
     assert_eq!(usage.cost_usd, 0.0, "the local model is free");
     assert!(usage.cached_tokens > 0);
@@ -334,7 +334,7 @@ async fn local_model_serves_text_in_every_dialect_and_refuses_the_rest_by_name()
             "{path}: {message}"
         );
     }
-    let usage = gw.close_trial(&key);
+    let usage = gw.close_trial(&key).await;
     assert_eq!(usage.calls, 2);
     gw.shutdown().await;
 }
@@ -404,7 +404,7 @@ async fn openai_backend_in_front_of_a_second_gateway_running_the_local_model() {
         records[0].cached_tokens + records[0].input_tokens,
         direct["usage"]["prompt_tokens"].as_u64().unwrap()
     );
-    assert_eq!(inner.close_trial(&inner_key).calls, 2);
+    assert_eq!(inner.close_trial(&inner_key).await.calls, 2);
 }
 
 fn greedy(messages: &[(&str, &str)]) -> ChatRequest {

@@ -10,6 +10,14 @@
 //!   ledger, capped traces.
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `refusals`: bodies over the limit and wrong methods, refused in the caller's format.
+//! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
+//! - `left`: calls whose caller went away, still recorded and held against the caps.
+//! - `held`, `held_answers`, `held_gateway`: an upstream that holds its answers until the
+//!   test lets them go, what it answers, and a gateway in front of it (the fixture of
+//!   `closing`, `left`, `stalls` and `stream_ends`).
+//! - `stalls`: uploads that declare a large body and send little or nothing of it.
+//! - `stream_ends`: forwarded streams that break off or end in an error, priced by what they
+//!   reported.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs), `same_api` (plain SDK requests
 //!   to a backend of their own API) and `agent_clis` (the real `claude` and `codex` CLIs).
@@ -22,13 +30,20 @@ mod agent_clis;
 mod anthropic;
 mod caps;
 mod clients;
+mod closing;
 mod common;
 mod dialects;
 mod faulty;
+mod held;
+mod held_answers;
+mod held_gateway;
+mod left;
 mod local_model;
 mod openai_upstream;
 mod refusals;
 mod same_api;
 mod scripted;
 mod sdk_clients;
+mod stalls;
+mod stream_ends;
 mod upstream_faults;

@@ -34,7 +34,7 @@ async fn concurrent_trials_are_attributed_to_their_own_keys() {
     }
     futures::future::join_all(calls).await;
     for (i, key) in keys.iter().enumerate() {
-        let usage = t.gateway.close_trial(key);
+        let usage = t.gateway.close_trial(key).await;
         let n = (i + 2) as u64;
         assert_eq!(usage.calls, n, "trial {i}");
         // 10 + 4 (system) + (i+1) prompt words; "echo:" + (i+1) output words
@@ -93,7 +93,7 @@ async fn unknown_missing_and_expired_keys_get_401() {
         .iter()
         .any(|m| m["id"] == "gpt-4o-mini"));
 
-    t.gateway.close_trial(&key);
+    t.gateway.close_trial(&key).await;
     let (status, _) = t.chat(Some(key.as_str()), body("mock-1", "hi")).await;
     assert_eq!(status, 401, "a closed trial's key expires");
     let models = t
@@ -215,7 +215,7 @@ async fn trial_cap_answers_429_and_marks_budget_exceeded() {
         t.chat(Some(other.as_str()), body("mock-1", "a b")).await.0,
         200
     );
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert!(usage.budget_exceeded);
     assert_eq!(usage.calls, 2);
     assert_eq!(t.upstream.log.requests.load(Ordering::SeqCst), 3);
@@ -254,9 +254,9 @@ async fn run_cap_in_dollars_stops_every_trial() {
             .contains("run dollar cap"),
         "{err}"
     );
-    assert!(t.gateway.close_trial(&a).budget_exceeded);
+    assert!(t.gateway.close_trial(&a).await.budget_exceeded);
     assert!(
-        t.gateway.close_trial(&b).budget_exceeded,
+        t.gateway.close_trial(&b).await.budget_exceeded,
         "b crossed the run cap"
     );
 }
@@ -304,7 +304,7 @@ async fn streaming_sends_sse_chunks_with_usage() {
     let usage = &chunks.last().unwrap()["usage"];
     assert_eq!(usage["completion_tokens"], 4);
     assert_eq!(usage["prompt_tokens"], 17);
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!((usage.calls, usage.output_tokens), (1, 4));
     // the stream came from the upstream, event by event; the trace keeps its events
     let trace = t.trace("s");
@@ -336,7 +336,7 @@ async fn cached_prompt_tokens_are_counted_and_priced_apart() {
         "{}",
         records[1].cost_usd
     );
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!((usage.input_tokens, usage.cached_tokens), (15 + 11, 4));
 }
 
@@ -371,7 +371,7 @@ async fn deterministic_requests_hit_the_response_cache_at_full_price() {
         "a hit costs what the call would have"
     );
     assert!(records[1].cost_usd > 0.0);
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!((usage.calls, usage.cache_hits), (4, 1));
 
     // a second run (new gateway, same cache dir, same upstream) hits too; a fixed seed is
@@ -406,7 +406,7 @@ async fn traces_hold_every_request_and_response_in_order() {
     t.chat(Some(key.as_str()), body("mock-1", "first")).await;
     t.chat(Some(key.as_str()), json!({"model": "mock-1"})).await;
     t.chat(Some(key.as_str()), body("mock-1", "third")).await;
-    t.gateway.close_trial(&key);
+    t.gateway.close_trial(&key).await;
     let trace = t.trace("tr");
     let kinds: Vec<(u64, &str)> = trace
         .iter()
@@ -461,7 +461,7 @@ async fn upstream_429_and_5xx_are_retried_as_infra_faults() {
     let records = t.sink.records();
     assert_eq!((records[0].status, records[0].retries), (CallStatus::Ok, 2));
     assert_eq!(records[1].status, CallStatus::BackendError);
-    let usage = t.gateway.close_trial(&key);
+    let usage = t.gateway.close_trial(&key).await;
     assert_eq!(usage.calls, 1, "failed calls are not counted as answered");
     assert_eq!(usage.backend_errors, 1);
 }
@@ -506,7 +506,7 @@ async fn provider_key_never_reaches_the_harness() {
     for answer in [ok, err] {
         assert!(!answer.to_string().contains(SECRET));
     }
-    t.gateway.close_trial(&key);
+    t.gateway.close_trial(&key).await;
     let trace = std::fs::read_to_string(t.dir.path().join("env/model_calls.jsonl")).unwrap();
     assert!(!trace.contains(SECRET));
 }
