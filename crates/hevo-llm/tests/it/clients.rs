@@ -17,6 +17,25 @@ use crate::scripted::{self, Script, Scripted};
 /// The upstream's key variable (the harness must never see it).
 pub const UPSTREAM_KEY_VAR: &str = "HEVO_TEST_SCRIPTED_UPSTREAM_KEY";
 
+/// An `openai` backend (`up-openai`, at `base/v1`) and an `anthropic` one (`up-anthropic`,
+/// at `base`) in front of a scripted upstream on loopback, both with its key.
+pub fn upstream_backends(base: &str) -> (Arc<dyn Backend>, Arc<dyn Backend>) {
+    std::env::set_var(UPSTREAM_KEY_VAR, "upstream-secret");
+    let openai: Arc<dyn Backend> = Arc::new(
+        OpenAiBackend::new(OpenAiConfig::new(
+            "up-openai",
+            &format!("{base}/v1"),
+            Some(UPSTREAM_KEY_VAR),
+        ))
+        .unwrap(),
+    );
+    let anthropic: Arc<dyn Backend> = Arc::new(
+        AnthropicBackend::new(AnthropicConfig::new("up-anthropic", base, UPSTREAM_KEY_VAR))
+            .unwrap(),
+    );
+    (openai, anthropic)
+}
+
 /// A scripted upstream, a gateway in front of it and one open trial.
 pub struct Through {
     /// Temp dir: the agent's working directory is `work/`, its home `home/`.
@@ -91,23 +110,7 @@ impl Through {
             content: CONTENT.to_owned(),
         })
         .await;
-        std::env::set_var(UPSTREAM_KEY_VAR, "upstream-secret");
-        let openai: Arc<dyn Backend> = Arc::new(
-            OpenAiBackend::new(OpenAiConfig::new(
-                "up-openai",
-                &format!("{}/v1", upstream.base),
-                Some(UPSTREAM_KEY_VAR),
-            ))
-            .unwrap(),
-        );
-        let anthropic: Arc<dyn Backend> = Arc::new(
-            AnthropicBackend::new(AnthropicConfig::new(
-                "up-anthropic",
-                &upstream.base,
-                UPSTREAM_KEY_VAR,
-            ))
-            .unwrap(),
-        );
+        let (openai, anthropic) = upstream_backends(&upstream.base);
         let prices = PriceTable::empty()
             .with_overrides(["gpt-up", "claude-up", "embed-up"].map(|m| (m.to_owned(), price)))
             .unwrap();

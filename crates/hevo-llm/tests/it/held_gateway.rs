@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hevo_llm::{
-    AnthropicBackend, AnthropicConfig, Backend, CallRecord, CallStatus, Caps, Gateway,
-    GatewayConfig, GatewayHandle, MemorySink, ModelPrice, ModelRoute, OpenAiBackend, OpenAiConfig,
-    PriceTable, TrialKey, Usage,
+    CallRecord, CallStatus, Caps, Gateway, GatewayConfig, GatewayHandle, MemorySink, ModelPrice,
+    ModelRoute, PriceTable, TrialKey, Usage,
 };
 use serde_json::Value;
 
-use crate::clients::{python_with_sdks, run, UPSTREAM_KEY_VAR};
+use crate::clients::{python_with_sdks, run, upstream_backends};
 use crate::held::{start, Held};
 
 /// The price of the upstream models: $1 / $0.25 / $4 per million tokens.
@@ -40,23 +39,7 @@ impl HeldGateway {
     /// Starts both, the gateway with the config `configure` makes of the default one.
     pub async fn start_with(configure: impl FnOnce(&mut GatewayConfig)) -> Self {
         let upstream = start().await;
-        std::env::set_var(UPSTREAM_KEY_VAR, "upstream-secret");
-        let openai: Arc<dyn Backend> = Arc::new(
-            OpenAiBackend::new(OpenAiConfig::new(
-                "up-openai",
-                &format!("{}/v1", upstream.base),
-                Some(UPSTREAM_KEY_VAR),
-            ))
-            .unwrap(),
-        );
-        let anthropic: Arc<dyn Backend> = Arc::new(
-            AnthropicBackend::new(AnthropicConfig::new(
-                "up-anthropic",
-                &upstream.base,
-                UPSTREAM_KEY_VAR,
-            ))
-            .unwrap(),
-        );
+        let (openai, anthropic) = upstream_backends(&upstream.base);
         let prices = PriceTable::empty()
             .with_overrides(["gpt-up", "claude-up"].map(|m| (m.to_owned(), PRICE)))
             .unwrap();
