@@ -1,6 +1,6 @@
-//! `--mem-mb`, `--cpus`, `--pids`, `--io-mbps`: the per-trial cgroup limits of commands
-//! without a `hevo.toml` (`hevo eval`, `hevo tests synth`); `hevo run` reads the same
-//! limits from `[executor]`.
+//! `--mem-mb`, `--cpus`, `--pids`, `--io-mbps`, `--disk-mb`: the per-trial limits of
+//! commands without a `hevo.toml` (`hevo eval`, `hevo tests synth`); `hevo run` reads the
+//! same limits from `[executor]`.
 
 use hevo_runtime::cgroup::TrialLimits;
 
@@ -20,11 +20,21 @@ pub struct LimitArgs {
     /// [default: no limit].
     #[arg(long, value_name = "MBPS", value_parser = clap::value_parser!(u64).range(1..))]
     pub io_mbps: Option<u64>,
+    /// What each trial may store in its working directory, in MB, and the largest file it
+    /// may write anywhere [default: 10240].
+    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub disk_mb: Option<u64>,
 }
 
 impl LimitArgs {
     /// The limits, with the defaults where a flag is not given.
     pub fn limits(&self) -> TrialLimits {
-        TrialLimits::configured(self.mem_mb, self.cpus, self.pids, self.io_mbps)
+        TrialLimits::configured(
+            self.mem_mb,
+            self.cpus,
+            self.pids,
+            self.io_mbps,
+            self.disk_mb,
+        )
     }
 }

@@ -533,3 +533,33 @@ fn model_files_that_are_not_what_they_claim_exit_2_naming_them() {
     );
     assert!(!e.contains("null result"), "{e}");
 }
+
+/// `hevo eval --disk-mb N` through the real binary, sandboxed or not and with or without a
+/// cgroup: a harness filling its working directory is killed there and its cause names the
+/// flag; `--disk-mb 0` is exit 2 naming the flag.
+#[test]
+fn a_harness_filling_its_folder_under_eval_disk_mb_stops_there_with_its_cause() {
+    let d = tempfile::tempdir().unwrap();
+    setup(
+        d.path(),
+        "import json, sys, time\njson.load(sys.stdin)\nfor i in range(200):\n    \
+         open('f%d' % i, 'wb').write(b'x' * (1 << 20))\n    time.sleep(0.01)\n\
+         print(json.dumps('done'))\n",
+    );
+    let o = eval(d.path(), &["--disk-mb", "0"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--disk-mb"), "{}", stderr(&o));
+    for mode in ["off", "auto"] {
+        let _ = std::fs::remove_dir_all(d.path().join("run"));
+        let o = eval(d.path(), &["--disk-mb", "32"], &[("HEVO_SANDBOX", mode)]);
+        let report: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {}", stderr(&o)));
+        let trial = &report["tasks"][0]["details"][0];
+        assert_eq!(trial["status"], "harness_error", "{mode}: {trial}");
+        let cause = trial["error"].as_str().unwrap();
+        assert!(
+            cause.contains("over the trial's disk limit of 32 MB ([executor] disk_mb, --disk-mb)"),
+            "{mode}: {cause}"
+        );
+    }
+}

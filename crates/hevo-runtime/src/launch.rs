@@ -14,7 +14,9 @@
 //!
 //! With [`TrialLimits`], the child joins a cgroup of its own before exec
 //! ([`crate::cgroup`]); when it ends, whatever is left in that cgroup (`setsid` children,
-//! daemons) is killed with it, and the outcome says what its limits did.
+//! daemons) is killed with it, and the outcome says what its limits did. Its disk limit
+//! ([`crate::disk`]) holds with or without a cgroup: a file-size limit set before exec, and
+//! a watch on its writable folders that kills the group (SIGKILL, no grace) past the limit.
 
 use std::future::Future;
 use std::io::Write;
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{Cancel, CancelReason};
 use crate::cgroup::{CgroupReport, Cgroups, TrialLimits};
+use crate::disk::DiskReport;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -117,6 +120,23 @@ pub struct ProcessOutcome {
     pub pid: u32,
     /// What its cgroup saw, when it ran in one.
     pub cgroup: Option<CgroupReport>,
+    /// What its disk limit saw, when it had one.
+    pub disk: Option<DiskReport>,
+}
+
+impl ProcessOutcome {
+    /// What its limits did, for a cause (`None` when they did nothing): an OOM kill, a
+    /// refused fork, a disk limit passed. The real reason behind a `killed by signal 9`.
+    pub fn limits_cause(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            self.cgroup.as_ref().and_then(CgroupReport::cause),
+            self.disk.as_ref().and_then(DiskReport::cause),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
 }
 
 /// Why a process could not be run at all (an infrastructure fault, not the harness's).
@@ -248,12 +268,22 @@ pub(crate) async fn run_local(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0);
-    if let Some(group) = &group {
-        let fds = group.procs_fds();
-        // SAFETY: `join_all` only writes to descriptors that stay open until the spawn
-        // returns; it allocates nothing.
+    let disk_limit = limits.and_then(|l| l.disk_mb);
+    let file_size = disk_limit.map(crate::disk::limit_bytes);
+    let fds = group.as_ref().map(|g| g.procs_fds());
+    if file_size.is_some() || fds.is_some() {
+        // SAFETY: `limit_file_size` is one system call; `join_all` only writes to
+        // descriptors that stay open until the spawn returns. Neither allocates.
         unsafe {
-            cmd.pre_exec(move || crate::cgroup::join_all(&fds));
+            cmd.pre_exec(move || {
+                if let Some(bytes) = file_size {
+                    crate::disk::limit_file_size(bytes)?;
+                }
+                match &fds {
+                    Some(fds) => crate::cgroup::join_all(fds),
+                    None => Ok(()),
+                }
+            });
         }
     }
     let start = Instant::now();
@@ -286,14 +316,30 @@ pub(crate) async fn run_local(
 
     let cancel = spec.cancel.clone();
     let cancelled = cancel.cancelled();
+    let dirs = crate::disk::writable_dirs(&spec.cwd, &spec.access);
+    let watch = async {
+        match (disk_limit, dirs.is_empty()) {
+            (Some(mb), false) => {
+                crate::disk::over_limit(dirs.clone(), crate::disk::limit_bytes(mb)).await
+            }
+            _ => std::future::pending().await,
+        }
+    };
     let mut forced: Option<Exit> = None;
+    let mut over_disk: Option<crate::disk::Usage> = None;
     let status = tokio::select! {
         status = child.wait() => Some(status),
         _ = tokio::time::sleep(spec.timeout) => { forced = Some(Exit::TimedOut); None }
         _ = cancelled => { forced = Some(Exit::Cancelled); None }
+        used = watch => { over_disk = Some(used); None }
     };
     let status = match status {
         Some(status) => status,
+        // Past its disk limit it dies at once: a grace period is more time to write.
+        None if over_disk.is_some() => {
+            let _ = killpg(pgid, Signal::SIGKILL);
+            child.wait().await
+        }
         None => {
             let _ = killpg(pgid, Signal::SIGTERM);
             // The grace period ends early on a second signal (`CancelReason::Kill`).
@@ -334,6 +380,25 @@ pub(crate) async fn run_local(
     writer.abort();
     let stdout = finish_reader(out_reader).await;
     let stderr = finish_reader(err_reader).await;
+    let disk = match disk_limit {
+        // Measured after the group is gone: a file at the limit is what `RLIMIT_FSIZE`
+        // stopped, whichever process wrote it and however it handled the signal.
+        Some(limit_mb) => {
+            let now = tokio::task::spawn_blocking(move || crate::disk::usage(&dirs))
+                .await
+                .unwrap_or_default();
+            Some(DiskReport {
+                limit_mb,
+                killed_at: over_disk.map(|u| u.bytes),
+                too_deep: over_disk.map_or(now.too_deep, |u| u.too_deep),
+                file_at_limit: now.largest_file >= crate::disk::limit_bytes(limit_mb),
+                held_at_end: (over_disk.is_none()
+                    && (now.bytes > crate::disk::limit_bytes(limit_mb) || now.too_deep))
+                    .then_some(now.bytes),
+            })
+        }
+        None => None,
+    };
     let exit = match forced {
         Some(f) => f,
         None => {
@@ -353,6 +418,7 @@ pub(crate) async fn run_local(
         stdout_tail: stdout.1,
         pid,
         cgroup,
+        disk,
     })
 }
 

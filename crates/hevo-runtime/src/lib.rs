@@ -7,6 +7,7 @@
 //! - [`launch`]: the one seam through which every trial-side process starts
 //!   ([`launch::Launcher`]; the sandbox wraps it), its environment and process-group kill;
 //! - [`cgroup`]: one cgroup per launch (memory, processes, CPU, IO), killed as a whole;
+//! - [`disk`]: the disk limit of each launch (what its folders hold, its largest file);
 //! - [`sandbox`]: the bubblewrap [`launch::Launcher`] (own namespaces, only the gateway on the
 //!   network) and [`sandbox_init`], its init inside;
 //! - [`slurm`]: the launcher that runs every process as a job of a Slurm cluster;
@@ -36,6 +37,7 @@ pub mod cancel;
 pub mod cgroup;
 pub mod custody;
 pub mod descriptors;
+pub mod disk;
 pub mod eval;
 pub mod evaluator;
 pub mod executor;

@@ -112,8 +112,14 @@ pub(crate) async fn prepare(
         return Err(EvalError::Interrupted { done: 0, reason });
     }
     match out.exit {
-        Exit::Code(0) => {}
-        other => return Err(fail(format!("it ended with {other:?}"))),
+        Exit::Code(0) if !out.disk.is_some_and(|d| d.over()) => {}
+        other => {
+            let limits = out
+                .limits_cause()
+                .map(|c| format!("; {c}"))
+                .unwrap_or_default();
+            return Err(fail(format!("it ended with {other:?}{limits}")));
+        }
     }
     make_read_only(&state);
     std::fs::write(&marker, b"").map_err(io_err)?;

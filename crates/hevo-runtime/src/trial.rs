@@ -373,6 +373,10 @@ async fn run_trial_inner(
         }
         Exit::Code(_) => {}
     }
+    if out.disk.is_some_and(|d| d.over()) {
+        result.error = Some(with_limits("exited with code 0".into(), &out));
+        return result;
+    }
     let (answer, _meta) = match parse_answer(&out.stdout_tail) {
         Ok(a) => a,
         Err(e) => {
@@ -409,10 +413,10 @@ async fn run_trial_inner(
     result
 }
 
-/// `cause`, followed by what the trial's cgroup limits did, if anything (an OOM kill, a
-/// refused fork): the real reason behind a `killed by signal 9`.
+/// `cause`, followed by what the trial's limits did, if anything (an OOM kill, a refused
+/// fork, its disk limit): the real reason behind a `killed by signal 9`.
 fn with_limits(cause: String, out: &crate::launch::ProcessOutcome) -> String {
-    match out.cgroup.as_ref().and_then(|r| r.cause()) {
+    match out.limits_cause() {
         Some(limits) => format!("{cause}; {limits}"),
         None => cause,
     }

@@ -46,33 +46,45 @@ pub struct TrialLimits {
     pub cpus: Option<f64>,
     /// Read and write bandwidth each, in MB/s, on the disk of its working directory.
     pub io_mbps: Option<u64>,
+    /// What the folders it can write may hold, in MB, and the largest file it may write
+    /// anywhere. Not a cgroup limit: hevo enforces it itself ([`crate::disk`]), with or
+    /// without cgroups.
+    pub disk_mb: Option<u64>,
 }
 
 impl TrialLimits {
     /// The process limit when none is configured: a fork bomb stops there.
     pub const DEFAULT_PIDS: u64 = 1024;
 
+    /// The disk limit when none is configured, in MB (10 GiB): a harness that writes
+    /// without end stops there, long before it fills a disk, and a real tool's caches and
+    /// checkouts fit.
+    pub const DEFAULT_DISK_MB: u64 = 10 * 1024;
+
     /// The limits a user configured (`[executor]` keys or the matching flags), with the
-    /// defaults where one is not given: whole CPUs, MB, processes, MB/s.
+    /// defaults where one is not given: MB, whole CPUs, processes, MB/s, MB.
     pub fn configured(
         mem_mb: Option<u64>,
         cpus: Option<u32>,
         pids: Option<u64>,
         io_mbps: Option<u64>,
+        disk_mb: Option<u64>,
     ) -> TrialLimits {
         TrialLimits {
             memory_mb: mem_mb,
             pids: pids.or(Some(TrialLimits::DEFAULT_PIDS)),
             cpus: cpus.map(f64::from),
             io_mbps,
+            disk_mb: disk_mb.or(Some(TrialLimits::DEFAULT_DISK_MB)),
         }
     }
 }
 
 impl Default for TrialLimits {
-    /// Processes bounded by [`TrialLimits::DEFAULT_PIDS`]; memory, CPU and IO unlimited.
+    /// Processes bounded by [`TrialLimits::DEFAULT_PIDS`] and disk by
+    /// [`TrialLimits::DEFAULT_DISK_MB`]; memory, CPU and IO unlimited.
     fn default() -> TrialLimits {
-        TrialLimits::configured(None, None, None, None)
+        TrialLimits::configured(None, None, None, None, None)
     }
 }
 

@@ -308,6 +308,7 @@ fn finish(
         stdout_tail,
         pid: id.parse().unwrap_or(0),
         cgroup: None,
+        disk: None,
     }
 }
 

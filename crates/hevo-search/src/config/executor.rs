@@ -34,6 +34,10 @@ pub struct ExecutorConfig {
     /// directory, in MB/s each (default none).
     #[serde(default)]
     pub io_mbps: Option<u64>,
+    /// On this machine: what each trial may store in the folders it can write, in MB, and
+    /// the largest file it may write anywhere (default 10240; hevo kills a trial past it).
+    #[serde(default)]
+    pub disk_mb: Option<u64>,
     /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`.
     #[serde(default)]
     pub sbatch: Vec<String>,
@@ -57,6 +61,7 @@ impl ExecutorConfig {
             self.cpus,
             self.pids,
             self.io_mbps,
+            self.disk_mb,
         )
     }
 

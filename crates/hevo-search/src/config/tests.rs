@@ -42,14 +42,15 @@ fn executor_limits_default_to_a_process_bound_only() {
         hevo_runtime::cgroup::TrialLimits::default()
     );
     assert_eq!(c.executor.limits().pids, Some(1024));
+    assert_eq!(c.executor.limits().disk_mb, Some(10240));
     let c = parse(
-        "suite = \"s\"\nseeds = [\"a\"]\n[executor]\nmem_mb = 512\ncpus = 2\npids = 64\nio_mbps = 50\n",
+        "suite = \"s\"\nseeds = [\"a\"]\n[executor]\nmem_mb = 512\ncpus = 2\npids = 64\nio_mbps = 50\ndisk_mb = 300\n",
     )
     .unwrap();
     let l = c.executor.limits();
     assert_eq!(
-        (l.memory_mb, l.cpus, l.pids, l.io_mbps),
-        (Some(512), Some(2.0), Some(64), Some(50))
+        (l.memory_mb, l.cpus, l.pids, l.io_mbps, l.disk_mb),
+        (Some(512), Some(2.0), Some(64), Some(50), Some(300))
     );
 }
 
@@ -74,6 +75,7 @@ fn bad_values_name_the_key_and_the_fix() {
         ("[executor]\npids = 0", "executor.pids"),
         ("[executor]\ncpus = 0", "executor.cpus"),
         ("[executor]\nio_mbps = 0", "executor.io_mbps"),
+        ("[executor]\ndisk_mb = 0", "executor.disk_mb"),
         ("[executor]\nmem_mb = 8", "executor.mem_mb"),
         ("[executor]\npids = -1", "hevo.toml:4:8"),
         ("[budget]\nmax_evaluations = 0", "budget.max_evaluations"),

@@ -119,6 +119,7 @@ impl RunConfig {
             ("executor.mem_mb", self.executor.mem_mb),
             ("executor.pids", self.executor.pids),
             ("executor.io_mbps", self.executor.io_mbps),
+            ("executor.disk_mb", self.executor.disk_mb),
         ] {
             if v == Some(0) {
                 return Err(bad(

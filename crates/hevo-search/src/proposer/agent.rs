@@ -128,12 +128,19 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
         Ok(o) => o,
         Err(e) => return Ok(AgentOutcome::Failed(format!("cannot start the agent: {e}"))),
     };
-    let tail = || transcript_tail(&call.transcript_dir);
+    // What its limits did (an OOM kill, its disk limit), then the transcript's tail.
+    let why = || {
+        let limits = outcome
+            .limits_cause()
+            .map(|c| format!("; {c}"))
+            .unwrap_or_default();
+        format!("{limits}{}", transcript_tail(&call.transcript_dir))
+    };
     Ok(match outcome.exit {
         Exit::Code(0) => AgentOutcome::Finished,
-        Exit::Code(c) => AgentOutcome::Failed(format!("the agent exited with code {c}{}", tail())),
+        Exit::Code(c) => AgentOutcome::Failed(format!("the agent exited with code {c}{}", why())),
         Exit::Signal(s) => {
-            AgentOutcome::Failed(format!("the agent was killed by signal {s}{}", tail()))
+            AgentOutcome::Failed(format!("the agent was killed by signal {s}{}", why()))
         }
         Exit::Cancelled => {
             AgentOutcome::Cancelled(call.cancel.reason().unwrap_or(CancelReason::Interrupt))

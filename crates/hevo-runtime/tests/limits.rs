@@ -1,11 +1,13 @@
-//! Per-launch cgroups against attacker harnesses: `setsid` escapes, a fork bomb, a memory
-//! hog, a CPU burner and a disk writer, each run through `eval::run_with` with the real
-//! launchers (unsandboxed and in bubblewrap), asserting the exact outcome and the trial's
-//! cause. Where the attack is real without a cgroup, that is shown first.
+//! Per-launch limits against attacker harnesses: `setsid` escapes, a fork bomb, a memory
+//! hog, a CPU burner and a disk writer under the launch's cgroup, and harnesses that fill
+//! their folder, write one huge file or nest folders without end under its disk limit. Each
+//! runs through `eval::run_with` with the real launchers (unsandboxed and in bubblewrap),
+//! asserting the exact outcome and the trial's cause. Where the attack is real without the
+//! limit, that is shown first.
 //!
-//! The tests skip loudly where this process can make no cgroup (a non-root user without a
-//! delegated cgroup); `HEVO_TEST_CGROUP=1` (set by CI, which runs as root) makes that a
-//! failure instead.
+//! The cgroup tests skip loudly where this process can make no cgroup (a non-root user
+//! without a delegated cgroup); `HEVO_TEST_CGROUP=1` (set by CI, which runs as root) makes
+//! that a failure instead. The disk limit needs no cgroup: its tests always run.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -339,6 +341,168 @@ print(json.dumps("%d %f" % (r.returncode, time.monotonic() - start)))
         assert!(
             secs >= 2.0,
             "{name}: 6 MB in {secs:.2} s under a 2 MB/s limit"
+        );
+    }
+}
+
+/// The limits of the disk tests: 64 MB, nothing else beyond the defaults.
+fn disk_64() -> TrialLimits {
+    TrialLimits {
+        disk_mb: Some(64),
+        ..TrialLimits::default()
+    }
+}
+
+#[test]
+fn a_harness_that_fills_its_folder_is_killed_at_its_disk_limit() {
+    let f = Fixture::new();
+    // 300 MB in 1 MB files, a little at a time: the watch sees it pass 64 MB.
+    let code = r#"
+import json, sys, time
+json.load(sys.stdin)
+chunk = b"x" * (1 << 20)
+for i in range(300):
+    with open("f%03d" % i, "wb") as f:
+        f.write(chunk)
+    time.sleep(0.01)
+print(json.dumps("ok"))
+"#;
+    let h = f.harness("filler", code);
+    // The attack is real: without a disk limit all 300 MB are written and it passes.
+    let unlimited = TrialLimits {
+        disk_mb: None,
+        ..TrialLimits::default()
+    };
+    let bare = f.trial(&h, "run-bare", launchers(unlimited)[0].1.clone());
+    assert_eq!(bare.status, "pass", "{:?}", bare.error);
+    for (name, launcher) in launchers(disk_64()) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        assert_eq!(t.status, "harness_error", "{name}: {:?}", t.error);
+        let cause = t.error.clone().unwrap_or_default();
+        assert!(
+            cause.starts_with("killed by signal 9; its folders held ")
+                && cause.contains(
+                    "MB, over the trial's disk limit of 64 MB ([executor] disk_mb, --disk-mb); \
+                     the trial was killed"
+                ),
+            "{name}: {cause}"
+        );
+    }
+}
+
+#[test]
+fn a_harness_that_writes_past_its_limit_and_exits_at_once_does_not_pass() {
+    let f = Fixture::new();
+    // 100 MB as fast as the disk takes it, then the right answer: the watch may not see
+    // it in time, the measurement at the end does.
+    let code = r#"
+import json, sys
+json.load(sys.stdin)
+chunk = b"x" * (1 << 20)
+for i in range(100):
+    with open("f%03d" % i, "wb") as f:
+        f.write(chunk)
+print(json.dumps("ok"))
+"#;
+    let h = f.harness("burst", code);
+    for (name, launcher) in launchers(disk_64()) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        assert_eq!(t.status, "harness_error", "{name}: {:?}", t.error);
+        let cause = t.error.clone().unwrap_or_default();
+        assert!(
+            cause.contains("over the trial's disk limit of 64 MB"),
+            "{name}: {cause}"
+        );
+    }
+}
+
+#[test]
+fn no_file_grows_past_the_disk_limit() {
+    let f = Fixture::new();
+    // It ignores SIGXFSZ, so it sees the errors: a truncate past the limit and a write at
+    // it are refused with EFBIG (27), and the file stops at exactly 64 MiB.
+    let ignorer = r#"
+import json, os, signal, sys
+json.load(sys.stdin)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+out = []
+try:
+    with open("sparse", "wb") as f:
+        f.truncate(200 << 20)
+    out.append("truncated")
+except OSError as e:
+    out.append("truncate %d" % e.errno)
+try:
+    with open("big", "wb", buffering=0) as f:
+        for _ in range(100):
+            f.write(b"y" * (1 << 20))
+    out.append("wrote 100 MB")
+except OSError as e:
+    out.append("write %d at %d" % (e.errno, os.path.getsize("big")))
+os.remove("big")
+print(json.dumps(" ".join(out)))
+"#;
+    // It takes the signal's default (Python ignores SIGXFSZ unless told otherwise): the
+    // kernel kills it at the limit.
+    let direct = r#"
+import json, signal, sys
+json.load(sys.stdin)
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+with open("big", "wb", buffering=0) as f:
+    for _ in range(100):
+        f.write(b"y" * (1 << 20))
+print(json.dumps("ok"))
+"#;
+    let (hi, hd) = (f.harness("ignorer", ignorer), f.harness("direct", direct));
+    let unlimited = TrialLimits {
+        disk_mb: None,
+        ..TrialLimits::default()
+    };
+    let bare = f.trial(&hi, "run-bare", launchers(unlimited)[0].1.clone());
+    assert_eq!(answer(&bare), "truncated wrote 100 MB");
+    for (name, launcher) in launchers(disk_64()) {
+        let t = f.trial(&hi, &format!("run-ignorer-{name}"), launcher.clone());
+        assert_eq!(answer(&t), "truncate 27 write 27 at 67108864", "{name}");
+        let t = f.trial(&hd, &format!("run-direct-{name}"), launcher);
+        assert_eq!(t.status, "harness_error", "{name}: {:?}", t.error);
+        let cause = t.error.clone().unwrap_or_default();
+        // Unsandboxed the harness is the launch (signal 25, SIGXFSZ); in the sandbox the
+        // init reports its death as 128 + 25.
+        assert!(
+            (cause.starts_with("killed by signal 25;")
+                || cause.starts_with("exited with code 153;"))
+                && cause.contains("a file reached the trial's disk limit of 64 MB"),
+            "{name}: {cause}"
+        );
+    }
+}
+
+#[test]
+fn folders_nested_past_what_the_walk_measures_count_as_over_the_limit() {
+    let f = Fixture::new();
+    // 1,100 nested folders (made one `chdir` at a time, so no path is ever long), with
+    // files hidden at the bottom where a walk that stopped at PATH_MAX would not look.
+    let code = r#"
+import json, os, sys
+json.load(sys.stdin)
+for _ in range(1100):
+    os.mkdir("d")
+    os.chdir("d")
+with open("hidden", "wb") as f:
+    f.write(b"z" * (1 << 20))
+print(json.dumps("ok"))
+"#;
+    let h = f.harness("nester", code);
+    for (name, launcher) in launchers(disk_64()) {
+        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        assert_eq!(t.status, "harness_error", "{name}: {:?}", t.error);
+        let cause = t.error.clone().unwrap_or_default();
+        assert!(
+            cause.contains(
+                "its folders were nested more than 1000 deep, which counts as over \
+                            the trial's disk limit of 64 MB"
+            ),
+            "{name}: {cause}"
         );
     }
 }

@@ -1,0 +1,366 @@
+//! The disk limit of one launch ([`TrialLimits::disk_mb`]): how much a trial, `prepare`,
+//! scorer or agent may store in the folders it can write.
+//!
+//! Two bounds, neither needing root, a cgroup or a filesystem with quotas:
+//! - every process of the launch runs with `RLIMIT_FSIZE` at the limit (soft and hard), so
+//!   no one file grows past it: the writer gets `SIGXFSZ`, or `EFBIG` if it ignores that
+//!   signal, and a `truncate` or `fallocate` past it fails;
+//! - hevo measures what the launch's writable folders hold ([`usage`]: allocated blocks,
+//!   links not followed, each inode once, not crossing into another filesystem) every
+//!   [`MIN_INTERVAL`] or so, and kills the launch's process group (and its cgroup) once
+//!   they hold more than the limit.
+//!
+//! What is not bounded, stated in docs/security.md: between two measurements a launch can
+//! write past the limit by what its disk takes in that time (`io_mbps` bounds that), and a
+//! file deleted while still open is not in any folder (each such file is still bounded by
+//! the first rule, and dies with the launch).
+//!
+//! [`TrialLimits::disk_mb`]: crate::cgroup::TrialLimits::disk_mb
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::dir::Dir;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
+
+/// The shortest time between two measurements of a launch's folders.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How deep a walk goes; a tree nested deeper counts as over any limit (no tool needs a
+/// thousand nested folders, and a walk must not run out of descriptors or stack).
+pub const MAX_DEPTH: usize = 1000;
+
+/// The bytes of one MB as hevo's limits count it (`mem_mb` and `disk_mb` alike).
+const MB: u64 = 1 << 20;
+
+/// What the folders of a launch hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes allocated on disk to their files and folders (`st_blocks`), each inode once.
+    pub bytes: u64,
+    /// The apparent size of the largest regular file.
+    pub largest_file: u64,
+    /// Whether some folder lies deeper than [`MAX_DEPTH`] (not measured below it).
+    pub too_deep: bool,
+}
+
+/// What a launch's disk limit saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskReport {
+    /// The limit, in MB.
+    pub limit_mb: u64,
+    /// The launch was killed because its folders held this many bytes, over the limit.
+    pub killed_at: Option<u64>,
+    /// Its folders were nested deeper than [`MAX_DEPTH`] when it was killed.
+    pub too_deep: bool,
+    /// A file had reached the limit (`RLIMIT_FSIZE`) when the launch ended.
+    pub file_at_limit: bool,
+    /// Its folders held this many bytes when it ended, over the limit (written faster than
+    /// the watch measures): it ended over its limit all the same.
+    pub held_at_end: Option<u64>,
+}
+
+impl DiskReport {
+    /// Whether the launch went over its limit (killed for it, or over it at its end): its
+    /// result does not count, whatever it printed.
+    pub fn over(&self) -> bool {
+        self.killed_at.is_some() || self.too_deep || self.held_at_end.is_some()
+    }
+
+    /// What the limit did, for a trial's cause (`None` when it did nothing), e.g.
+    /// `its folders held 130.0 MB, over the trial's disk limit of 64 MB ([executor] disk_mb,
+    /// --disk-mb); the trial was killed`.
+    pub fn cause(&self) -> Option<String> {
+        let limit = format!(
+            "the trial's disk limit of {} MB ([executor] disk_mb, --disk-mb)",
+            self.limit_mb
+        );
+        let mut parts = Vec::new();
+        if self.too_deep {
+            parts.push(format!(
+                "its folders were nested more than {MAX_DEPTH} deep, which counts as over {limit}{}",
+                if self.killed_at.is_some() {
+                    "; the trial was killed"
+                } else {
+                    ""
+                }
+            ));
+        } else if let Some(bytes) = self.killed_at {
+            parts.push(format!(
+                "its folders held {:.1} MB, over {limit}; the trial was killed",
+                bytes as f64 / MB as f64
+            ));
+        } else if let Some(bytes) = self.held_at_end {
+            parts.push(format!(
+                "its folders held {:.1} MB when it ended, over {limit}",
+                bytes as f64 / MB as f64
+            ));
+        }
+        if self.file_at_limit {
+            parts.push(format!(
+                "a file reached {limit}: writing past it fails (SIGXFSZ, or EFBIG where the \
+                 signal is ignored)"
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+/// The limit in bytes for `mb`.
+pub fn limit_bytes(mb: u64) -> u64 {
+    mb.saturating_mul(MB)
+}
+
+/// What `dirs` hold together: every file and folder below each (the roots themselves not
+/// counted), found without following a link or leaving the root's filesystem. Entries that
+/// vanish or cannot be read while the walk runs are skipped.
+pub fn usage(dirs: &[PathBuf]) -> Usage {
+    let mut walk = Walker {
+        usage: Usage::default(),
+        seen: HashSet::new(),
+    };
+    for dir in dirs {
+        let Ok(path) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
+            continue;
+        };
+        let flags = OFlag::O_RDONLY
+            | OFlag::O_DIRECTORY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC;
+        let Ok(root) = Dir::openat(None, path.as_c_str(), flags, Mode::empty()) else {
+            continue;
+        };
+        let Ok(st) = nix::sys::stat::fstat(root.as_raw_fd()) else {
+            continue;
+        };
+        walk.dir(root, st.st_dev, 1);
+    }
+    walk.usage
+}
+
+struct Walker {
+    usage: Usage,
+    /// Inodes with more than one link already counted.
+    seen: HashSet<(u64, u64)>,
+}
+
+impl Walker {
+    /// Counts what `dir` holds (its entries at `depth`), then goes into its folders.
+    fn dir(&mut self, mut dir: Dir, dev: u64, depth: usize) {
+        let fd: RawFd = dir.as_raw_fd();
+        let mut folders: Vec<CString> = Vec::new();
+        for entry in dir.iter().flatten() {
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            let Ok(st) = fstatat(Some(fd), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if st.st_dev != dev {
+                continue;
+            }
+            self.count(&st);
+            if is(&st, SFlag::S_IFDIR) {
+                folders.push(name.to_owned());
+            }
+        }
+        if folders.is_empty() {
+            return;
+        }
+        if depth >= MAX_DEPTH {
+            self.usage.too_deep = true;
+            return;
+        }
+        let flags = OFlag::O_RDONLY
+            | OFlag::O_DIRECTORY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC;
+        for name in folders {
+            if let Ok(child) = Dir::openat(Some(fd), name.as_c_str(), flags, Mode::empty()) {
+                self.dir(child, dev, depth + 1);
+            }
+        }
+    }
+
+    fn count(&mut self, st: &FileStat) {
+        if st.st_nlink > 1 && !is(st, SFlag::S_IFDIR) && !self.seen.insert((st.st_dev, st.st_ino)) {
+            return;
+        }
+        self.usage.bytes = self
+            .usage
+            .bytes
+            .saturating_add((st.st_blocks as u64).saturating_mul(512));
+        if is(st, SFlag::S_IFREG) {
+            self.usage.largest_file = self.usage.largest_file.max(st.st_size as u64);
+        }
+    }
+}
+
+fn is(st: &FileStat, t: SFlag) -> bool {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == t
+}
+
+/// Measures `dirs` every [`MIN_INTERVAL`] (or twenty times as long as the last measurement
+/// took, so a huge tree costs at most a twentieth of a core) until they hold more than
+/// `limit` bytes or lie deeper than [`MAX_DEPTH`]; returns that measurement. Never returns
+/// while they stay within it.
+pub async fn over_limit(dirs: Vec<PathBuf>, limit: u64) -> Usage {
+    let dirs = std::sync::Arc::new(dirs);
+    loop {
+        let started = Instant::now();
+        let measured = {
+            let dirs = dirs.clone();
+            tokio::task::spawn_blocking(move || usage(&dirs)).await
+        };
+        if let Ok(u) = measured {
+            if u.bytes > limit || u.too_deep {
+                return u;
+            }
+        }
+        tokio::time::sleep(MIN_INTERVAL.max(started.elapsed() * 20)).await;
+    }
+}
+
+/// The folders a launch can write, as hevo sees them: its working directory unless that is
+/// read-only, and its other writable paths.
+pub fn writable_dirs(cwd: &Path, access: &crate::launch::Access) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if !access.cwd_read_only {
+        dirs.push(cwd.to_path_buf());
+    }
+    dirs.extend(access.writable.iter().cloned());
+    dirs
+}
+
+/// Sets `RLIMIT_FSIZE` (soft and hard) to `bytes` in the calling process: for a `pre_exec`
+/// hook, between fork and exec (one system call, no allocation).
+pub fn limit_file_size(bytes: u64) -> std::io::Result<()> {
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_FSIZE, bytes, bytes)
+        .map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(path: &Path, bytes: usize) {
+        let mut f = std::fs::File::create(path).unwrap();
+        f.write_all(&vec![7u8; bytes]).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    #[test]
+    fn usage_counts_files_below_the_roots_once_and_follows_no_link() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("work");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        write(&root.join("a/b/big"), 3 << 20);
+        write(&root.join("small"), 10);
+        // A hard link is the same blocks: counted once.
+        std::fs::hard_link(root.join("a/b/big"), root.join("again")).unwrap();
+        // A link to a big file outside is not followed.
+        let outside = t.path().join("outside");
+        write(&outside, 5 << 20);
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let u = usage(std::slice::from_ref(&root));
+        assert!(u.bytes >= 3 << 20, "{u:?}");
+        assert!(
+            u.bytes < 4 << 20,
+            "{u:?}: the hard link or the outside file was counted"
+        );
+        assert_eq!(u.largest_file, 3 << 20);
+        assert!(!u.too_deep);
+        // Two roots add up; a missing root adds nothing.
+        let u2 = usage(&[
+            root,
+            outside.parent().unwrap().join("missing"),
+            t.path().into(),
+        ]);
+        assert!(u2.bytes >= u.bytes + (5 << 20), "{u2:?}");
+    }
+
+    #[test]
+    fn a_sparse_file_counts_its_blocks_and_its_size() {
+        let t = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(t.path().join("sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        let u = usage(&[t.path().into()]);
+        assert!(u.bytes < 1 << 20, "{u:?}");
+        assert_eq!(u.largest_file, 1 << 30);
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_walk_goes_is_reported() {
+        let t = tempfile::tempdir().unwrap();
+        // Built with relative paths: the full path passes PATH_MAX long before the depth.
+        let mut fd = nix::fcntl::open(
+            t.path(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        for _ in 0..MAX_DEPTH + 2 {
+            nix::sys::stat::mkdirat(Some(fd), "d", Mode::S_IRWXU).unwrap();
+            let next = nix::fcntl::openat(
+                Some(fd),
+                "d",
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap();
+            nix::unistd::close(fd).unwrap();
+            fd = next;
+        }
+        nix::unistd::close(fd).unwrap();
+        assert!(usage(&[t.path().into()]).too_deep);
+        // A tree at the depth limit is measured whole.
+        let shallow = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(shallow.path().join("a/b/c")).unwrap();
+        assert!(!usage(&[shallow.path().into()]).too_deep);
+        // (std removes the deep tree with `unlinkat`, relative to each open folder.)
+    }
+
+    #[test]
+    fn the_cause_names_the_limit_and_what_was_seen() {
+        let r = DiskReport {
+            limit_mb: 64,
+            killed_at: Some(130 << 20),
+            too_deep: false,
+            file_at_limit: true,
+            held_at_end: None,
+        };
+        let cause = r.cause().unwrap();
+        assert!(cause.contains("held 130.0 MB"), "{cause}");
+        assert!(
+            cause.contains("64 MB ([executor] disk_mb, --disk-mb)"),
+            "{cause}"
+        );
+        assert!(cause.contains("a file reached"), "{cause}");
+        let quiet = DiskReport {
+            limit_mb: 64,
+            killed_at: None,
+            too_deep: false,
+            file_at_limit: false,
+            held_at_end: None,
+        };
+        assert_eq!(quiet.cause(), None);
+        assert!(!quiet.over());
+        let late = DiskReport {
+            held_at_end: Some(100 << 20),
+            ..quiet
+        };
+        assert!(late.over());
+        assert!(late
+            .cause()
+            .unwrap()
+            .contains("held 100.0 MB when it ended"));
+    }
+}
