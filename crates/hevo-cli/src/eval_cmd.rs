@@ -152,7 +152,9 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
             .unwrap_or_default();
         eprintln!(
             "hevo: warning: {infra} trial(s) ended in infra_error and are not scored \
-             (first: {first}); running the same command again retries them"
+             (first: {first}); counted as failures the pass rate is {}; running the same \
+             command again retries them",
+            pct(report.pass_rate_floor.value)
         );
     }
     let answered = ["pass", "fail"]
@@ -270,12 +272,27 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "pass rate   {}  95% CI [{}, {}]  ({} tasks scored)",
+        "pass rate   {}  95% CI [{}, {}]  ({} scored)",
         pct(r.pass_rate.value),
         pct(r.pass_rate.ci_low),
         pct(r.pass_rate.ci_high),
-        r.tasks_scored
+        counted(r.tasks_scored as u64, "task")
     )?;
+    let unscored = (r.tasks.len() * r.trials_per_task as usize).saturating_sub(
+        r.status_counts
+            .iter()
+            .filter(|(s, _)| s.as_str() != "infra_error")
+            .map(|(_, n)| n)
+            .sum::<usize>(),
+    );
+    if unscored > 0 {
+        writeln!(
+            out,
+            "            {} if the {} not scored had failed",
+            pct(r.pass_rate_floor.value),
+            counted(unscored as u64, "trial"),
+        )?;
+    }
     for (g, gr) in &r.groups {
         writeln!(
             out,

@@ -94,6 +94,19 @@ pub enum Exit {
     Cancelled,
 }
 
+impl std::fmt::Display for Exit {
+    /// How a cause says it: `exited with code 3`, `killed by signal 9`, `timed out`,
+    /// `cancelled`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exited with code {c}"),
+            Exit::Signal(s) => write!(f, "killed by signal {s}"),
+            Exit::TimedOut => write!(f, "timed out"),
+            Exit::Cancelled => write!(f, "cancelled"),
+        }
+    }
+}
+
 /// Byte counts of one output stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamStats {

@@ -118,7 +118,7 @@ pub(crate) async fn prepare(
                 .limits_cause()
                 .map(|c| format!("; {c}"))
                 .unwrap_or_default();
-            return Err(fail(format!("it ended with {other:?}{limits}")));
+            return Err(fail(format!("it {other}{limits}")));
         }
     }
     make_read_only(&state);

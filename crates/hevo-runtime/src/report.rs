@@ -82,6 +82,12 @@ pub struct EvalReport {
     pub pass_rate: Estimate,
     /// Tasks that had at least one scored trial.
     pub tasks_scored: usize,
+    /// The pass rate over every task of the split with each trial not scored (missing, or
+    /// `infra_error`) counted as a failure: what [`EvalReport::pass_rate`] would be had
+    /// they all failed. Equal to it when every trial was scored. A harness that provokes
+    /// provider errors on the tasks it would fail (they are `infra_error`, not scored)
+    /// raises `pass_rate`, not this.
+    pub pass_rate_floor: Estimate,
     /// Trials recorded (all statuses).
     pub trials: usize,
     /// Trials per status (every status listed).
@@ -132,6 +138,7 @@ impl EvalReport {
             "se": num(self.pass_rate.se),
             "trials": self.trials,
             "tasks_scored": self.tasks_scored,
+            "pass_rate_floor": num(self.pass_rate_floor.value),
             "status_counts": self.status_counts,
             "mean_wall_ms": num(self.mean_wall_ms),
             "tokens": {
@@ -210,6 +217,7 @@ pub(crate) fn build_report(
     let mut n_timed = 0;
     let mut task_reports = Vec::new();
     let mut outcomes = Vec::new();
+    let mut floors = Vec::new();
     let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for t in tasks {
         let rows = by_task.remove(&t.id).unwrap_or_default();
@@ -226,6 +234,7 @@ pub(crate) fn build_report(
         }
         let outcome =
             (!scored.is_empty()).then(|| scored.iter().sum::<f64>() / scored.len() as f64);
+        floors.push(scored.iter().sum::<f64>() / f64::from(trials_per_task.max(1)));
         if let Some(o) = outcome {
             outcomes.push(o);
             if let Some(g) = &t.group {
@@ -271,6 +280,7 @@ pub(crate) fn build_report(
         trials_per_task,
         pass_rate: sample_mean(&outcomes),
         tasks_scored: outcomes.len(),
+        pass_rate_floor: sample_mean(&floors),
         trials: n_trials,
         status_counts,
         mean_wall_ms: if n_timed > 0 {

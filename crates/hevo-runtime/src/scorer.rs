@@ -227,7 +227,7 @@ impl Scorer {
                     Exit::Cancelled => return Err(ScoreError::Cancelled),
                     Exit::TimedOut => return Err(ScoreError::Program("timed out".into())),
                     other => {
-                        return Err(ScoreError::Program(format!("ended with {other:?}")));
+                        return Err(ScoreError::Program(other.to_string()));
                     }
                 }
                 parse_score(&out.stdout_tail).map_err(ScoreError::Program)

@@ -363,18 +363,14 @@ async fn run_trial_inner(
             ));
             return result;
         }
-        Exit::Signal(sig) => {
-            result.error = Some(with_limits(format!("killed by signal {sig}"), &out));
-            return result;
-        }
-        Exit::Code(code) if code != 0 => {
-            result.error = Some(with_limits(format!("exited with code {code}"), &out));
+        exit @ (Exit::Signal(_) | Exit::Code(1..) | Exit::Code(..=-1)) => {
+            result.error = Some(with_limits(exit.to_string(), &out));
             return result;
         }
         Exit::Code(_) => {}
     }
     if out.disk.is_some_and(|d| d.over()) {
-        result.error = Some(with_limits("exited with code 0".into(), &out));
+        result.error = Some(with_limits(out.exit.to_string(), &out));
         return result;
     }
     let (answer, _meta) = match parse_answer(&out.stdout_tail) {

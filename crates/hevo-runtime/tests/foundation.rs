@@ -401,6 +401,41 @@ fn infra_errors_are_retried_and_never_scored_and_resume_retries_them() {
     assert_eq!(r.trials, 1);
 }
 
+/// A task left unscored (`infra_error`) is out of `pass_rate` but a failure in
+/// `pass_rate_floor`: a harness that provokes provider errors on the tasks it would fail
+/// raises the one, never the other. Once every trial is scored the two agree.
+#[test]
+fn an_unscored_task_lowers_the_floor_not_the_pass_rate() {
+    let f = Fixture::new();
+    let h = f.harness("");
+    let s = f.suite(
+        "kind = \"exact\"",
+        &[
+            task("a", json!({"mode": "echo", "answer": 1}), json!(1)),
+            task("b", json!({"mode": "echo", "answer": 1}), json!(1)),
+        ],
+    );
+    let mut o = f.options(&h, &s);
+    o.jobs = 1;
+    o.retries = 2;
+    let plan = eval::plan(o).unwrap();
+    // The first task's three attempts fail; the second passes.
+    let launcher = Arc::new(FlakyLauncher {
+        failures: 3,
+        calls: AtomicUsize::new(0),
+    });
+    let r = eval::run_with(&plan, launcher, None).unwrap();
+    assert_eq!(
+        (r.status_counts["pass"], r.status_counts["infra_error"]),
+        (1, 1)
+    );
+    assert_eq!((r.tasks_scored, r.pass_rate.value), (1, 1.0));
+    assert_eq!(r.pass_rate_floor.value, 0.5);
+    assert_eq!(r.to_json()["pass_rate_floor"], 0.5);
+    let r = eval::run(&plan, None).unwrap();
+    assert_eq!((r.pass_rate.value, r.pass_rate_floor.value), (1.0, 1.0));
+}
+
 #[test]
 fn a_finished_run_resumes_without_rerunning_and_more_trials_add_only_new_units() {
     let f = Fixture::new();
