@@ -127,12 +127,7 @@ pub fn usage(dirs: &[PathBuf]) -> Usage {
         let Ok(path) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
             continue;
         };
-        let flags = OFlag::O_RDONLY
-            | OFlag::O_DIRECTORY
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_CLOEXEC;
-        let Ok(root) = Dir::openat(None, path.as_c_str(), flags, Mode::empty()) else {
+        let Ok(root) = Dir::openat(None, path.as_c_str(), dir_flags(), Mode::empty()) else {
             continue;
         };
         let Ok(st) = nix::sys::stat::fstat(root.as_raw_fd()) else {
@@ -141,6 +136,11 @@ pub fn usage(dirs: &[PathBuf]) -> Usage {
         walk.dir(root, st.st_dev, 1);
     }
     walk.usage
+}
+
+/// How a walk opens a folder: never through a link, never blocking, never inherited.
+fn dir_flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC
 }
 
 struct Walker {
@@ -177,13 +177,8 @@ impl Walker {
             self.usage.too_deep = true;
             return;
         }
-        let flags = OFlag::O_RDONLY
-            | OFlag::O_DIRECTORY
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_CLOEXEC;
         for name in folders {
-            if let Ok(child) = Dir::openat(Some(fd), name.as_c_str(), flags, Mode::empty()) {
+            if let Ok(child) = Dir::openat(Some(fd), name.as_c_str(), dir_flags(), Mode::empty()) {
                 self.dir(child, dev, depth + 1);
             }
         }
