@@ -20,7 +20,9 @@
 //!   reported.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs), `same_api` (plain SDK requests
-//!   to a backend of their own API) and `agent_clis` (the real `claude` and `codex` CLIs).
+//!   to a backend of their own API), `max_tokens_field` (the output-limit field of a message
+//!   translated for an `openai` backend) and `agent_clis` (the real `claude` and `codex`
+//!   CLIs).
 //!   They skip, loudly, when the client is not installed.
 //! - `faulty`, `upstream_faults`: an upstream that misbehaves on purpose (slow streams,
 //!   silence, refused keys, odd `Retry-After`, prompt-cache writes) and what the official
@@ -39,6 +41,7 @@ mod held_answers;
 mod held_gateway;
 mod left;
 mod local_model;
+mod max_tokens_field;
 mod openai_upstream;
 mod refusals;
 mod same_api;
