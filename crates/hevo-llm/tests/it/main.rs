@@ -11,6 +11,8 @@
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `refusals`: bodies over the limit and wrong methods, refused in the caller's format.
 //! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
+//! - `cancelled_input`: cancelled calls whose upstream reported no usage, priced by their
+//!   estimated input.
 //! - `left`: calls whose caller went away, still recorded and held against the caps.
 //! - `held`, `held_answers`, `held_gateway`: an upstream that holds its answers until the
 //!   test lets them go, what it answers, and a gateway in front of it (the fixture of
@@ -30,6 +32,7 @@
 
 mod agent_clis;
 mod anthropic;
+mod cancelled_input;
 mod caps;
 mod clients;
 mod closing;
