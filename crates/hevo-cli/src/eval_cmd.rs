@@ -108,8 +108,11 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
     let model = match &layer {
-        Some(layer) => ModelLayer::start_layer(layer, &plan.run_dir, &mut log)?,
-        None => ModelLayer::start_layer(&ModelLayerConfig::default(), &plan.run_dir, &mut log)?,
+        Some(layer) => ModelLayer::start_layer(layer, &plan.run_dir, cancel, &mut log)?,
+        None => {
+            let none = ModelLayerConfig::default();
+            ModelLayer::start_layer(&none, &plan.run_dir, cancel, &mut log)?
+        }
     };
     plan.options.model_access = model.access();
     let (tx, rx) = mpsc::channel();

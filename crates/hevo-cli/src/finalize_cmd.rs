@@ -238,7 +238,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             eprintln!("hevo: {line}");
         }
     };
-    let model = ModelLayer::start(&config, &config_file, &args.run, &mut log)?;
+    let model = ModelLayer::start(&config, &config_file, &args.run, cancel, &mut log)?;
     let opts = FinalizeOptions {
         trials: args.trials,
         jobs,

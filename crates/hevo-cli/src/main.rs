@@ -4,6 +4,7 @@
 //! happens in `hevo-search`, `hevo-runtime`, `hevo-strategy`, `hevo-llm` and `hevo-stats`. stdout carries data (tables, or one
 //! JSON document with `--json`); progress and logs go to stderr.
 
+mod calls_on_signal;
 mod cli_error;
 mod eval_cmd;
 mod eval_progress;

@@ -1,6 +1,6 @@
 //! Starts the model layer for a run: backends from `[model]`, the gateway (on loopback, or
-//! where `[gateway]` says for Slurm trials), the ledger into the run's store, and per-trial
-//! keys for the engine.
+//! where `[gateway]` says for Slurm trials), the ledger into the run's store, per-trial
+//! keys for the engine, and what signals do to the calls still running (`calls_on_signal`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,9 +8,11 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use hevo_llm::model_file::{self, PullOutcome};
 use hevo_llm::{BackendKind, GatewayHandle, Listen, ModelLayerConfig};
+use hevo_runtime::cancel::Cancel;
 use hevo_runtime::model_access::ModelEnv;
 use hevo_runtime::model_access::{GatewayAccess, KeySecret, ModelAccess, SqliteSink, Ticket};
 use hevo_search::config::RunConfig;
+use tokio::task::JoinHandle;
 
 use hevo_runtime::spend::Spend;
 
@@ -23,14 +25,18 @@ pub struct ModelLayer {
     /// Keys for processes on this machine (the agent proposer): loopback URLs.
     local_access: Option<Arc<dyn ModelAccess>>,
     open_tickets: std::sync::Mutex<Vec<Ticket>>,
+    /// Stops the calls still running on a second signal (`calls_on_signal`).
+    on_signal: Option<JoinHandle<()>>,
 }
 
 impl ModelLayer {
     /// Starts the layer `config` asks for; pulls the default local model first if needed.
+    /// `cancel` is the process's token: its signals act on the calls still running.
     pub fn start(
         config: &RunConfig,
         _config_file: &Path,
         run_dir: &Path,
+        cancel: &Cancel,
         log: &mut dyn FnMut(&str),
     ) -> Result<ModelLayer, CliError> {
         let layer = config
@@ -40,16 +46,18 @@ impl ModelLayer {
         // Only trials on other machines are given the advertised URL; local ones (sandboxed,
         // loopback only) keep reaching the gateway on loopback.
         let remote = config.executor.kind == hevo_search::config::ExecutorKind::Slurm;
-        Self::serve_layer(&layer, &config.gateway.listen(), remote, run_dir, log)
+        let listen = config.gateway.listen();
+        Self::serve_layer(&layer, &listen, remote, run_dir, cancel, log)
     }
 
-    /// Starts the given model-layer configuration on loopback.
+    /// Starts the given model-layer configuration on loopback (see [`ModelLayer::start`]).
     pub fn start_layer(
         layer: &ModelLayerConfig,
         run_dir: &Path,
+        cancel: &Cancel,
         log: &mut dyn FnMut(&str),
     ) -> Result<ModelLayer, CliError> {
-        Self::serve_layer(layer, &Listen::default(), false, run_dir, log)
+        Self::serve_layer(layer, &Listen::default(), false, run_dir, cancel, log)
     }
 
     /// Starts `layer` with its gateway on `listen`; trials get the advertised URL when
@@ -59,6 +67,7 @@ impl ModelLayer {
         listen: &Listen,
         remote: bool,
         run_dir: &Path,
+        cancel: &Cancel,
         log: &mut dyn FnMut(&str),
     ) -> Result<ModelLayer, CliError> {
         if layer.backends.is_empty() {
@@ -67,6 +76,7 @@ impl ModelLayer {
                 access: None,
                 local_access: None,
                 open_tickets: Default::default(),
+                on_signal: None,
             });
         }
         let needs_default_model = layer
@@ -180,11 +190,13 @@ impl ModelLayer {
         let access: Arc<dyn ModelAccess> = Arc::new(access);
         // the proposer runs here and dies with hevo: random keys
         let local_access: Arc<dyn ModelAccess> = Arc::new(key_access(local));
+        let on_signal = crate::calls_on_signal::watch(handle.gateway().clone(), cancel.clone());
         Ok(ModelLayer {
             handle: Some(handle),
             access: Some(access),
             local_access: Some(local_access),
             open_tickets: Default::default(),
+            on_signal: Some(on_signal),
         })
     }
 
@@ -227,6 +239,9 @@ impl ModelLayer {
         }
         if let Some(h) = self.handle {
             hevo_runtime::rt::block_on(h.shutdown());
+        }
+        if let Some(on_signal) = self.on_signal {
+            on_signal.abort();
         }
     }
 }

@@ -193,7 +193,7 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
         .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", model_dir.display())))?;
     let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
-    let model = ModelLayer::start_layer(&layer, &model_dir, &mut log)?;
+    let model = ModelLayer::start_layer(&layer, &model_dir, cancel, &mut log)?;
     let opts = SynthOptions {
         suite_dir: args.suite.clone(),
         harness_dir: args.harness.clone(),

@@ -6,9 +6,11 @@
 //! be in the ledger. A test whose CLI is not installed skips with a loud message; a missing
 //! agent is refused before Phase 0 with exit 2.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
+mod support;
+use support::upstream::upstream;
 
 const INSTALL: &str = "npm install -g @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0";
 
@@ -31,40 +33,6 @@ const WRITE_CANDIDATE: &str = "mkdir -p pending/better && cp -r candidates/000-s
     pending/better/ && sed -i 's/default = 2 }/default = 6 }/' pending/better/harness.toml && \
     printf 'name = \"better\"\\nparent = \"seed\"\\nhypothesis = \"threshold 6\"\\n\
 axis = \"exploitation\"\\ncomponents = [\"params\"]\\n' > pending/better/candidate.toml";
-
-struct Upstream {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn upstream(dir: &Path) -> Upstream {
-    let log = dir.join("upstream.log");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/scripted_upstream.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(WRITE_CANDIDATE)
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    Upstream {
-        child,
-        port: line.trim().parse().expect("the upstream prints its port"),
-        log,
-    }
-}
 
 /// A copy of `examples/threshold` whose proposer is `preset`, its model layer the scripted
 /// upstream. Not under /tmp: Codex refuses to set up its sandbox helper below a temp dir.
@@ -128,7 +96,7 @@ fn run_preset(preset: &str) {
         return;
     }
     let work = agent_scratch();
-    let up = upstream(work.path());
+    let up = upstream(work.path(), WRITE_CANDIDATE);
     let (_tmp, dir) = search_dir(preset, up.port);
     let out = hevo()
         .args(["run", "--json", "--no-progress", "--jobs", "2"])
@@ -158,7 +126,7 @@ fn run_preset(preset: &str) {
     assert_eq!(better["outcome"], "evaluated", "{better}");
     assert!(better["estimate"].as_f64().unwrap() > 0.9, "{better}");
     // every request of the agent is in the ledger, under the proposer's key
-    let requests = std::fs::read_to_string(&up.log).unwrap().lines().count() as i64;
+    let requests = up.requests() as i64;
     assert!(requests >= 2, "a tool call and a final turn: {requests}");
     let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
     let rows: i64 = db

@@ -13,6 +13,7 @@
 //! kind = "openai"
 //! base_url = "https://api.openai.com/v1"
 //! api_key_env = "OPENAI_API_KEY"
+//! # max_tokens_field = "max_completion_tokens"   # default by host, see MaxTokensField
 //!
 //! [[models]]
 //! name = "smollm2"              # what harnesses put in `model`
@@ -40,8 +41,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::backend::{
-    AnthropicBackend, AnthropicConfig, Backend, LocalBackend, LocalConfig, OpenAiBackend,
-    OpenAiConfig, RetryPolicy,
+    AnthropicBackend, AnthropicConfig, Backend, LocalBackend, LocalConfig, MaxTokensField,
+    OpenAiBackend, OpenAiConfig, RetryPolicy,
 };
 use crate::error::LlmError;
 use crate::gateway::{GatewayConfig, ModelRoute};
@@ -85,6 +86,12 @@ pub struct BackendSpec {
     /// sending is never cut. A number above 0 and at most [`MAX_TIMEOUT_S`].
     #[serde(default, deserialize_with = "timeout_seconds")]
     pub timeout_s: Option<f64>,
+    /// `openai`: the field a request translated into a chat completion (an Anthropic message)
+    /// carries its output limit in, `"max_tokens"` or `"max_completion_tokens"` (default: the
+    /// latter for `api.openai.com` and `*.openai.azure.com`, the former elsewhere; see
+    /// [`MaxTokensField`]).
+    #[serde(default)]
+    pub max_tokens_field: Option<MaxTokensField>,
     /// `local`: the GGUF file (default: the pulled SmolLM2 under `HEVO_HOME`).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
@@ -184,6 +191,7 @@ impl ModelLayerConfig {
                 api_key_env: None,
                 max_retries: None,
                 timeout_s: None,
+                max_tokens_field: None,
                 model_path: None,
                 threads: None,
                 parallel: None,
@@ -222,6 +230,14 @@ impl ModelLayerConfig {
                          {MAX_TIMEOUT_S}"
                     ),
                 })?;
+            if spec.max_tokens_field.is_some() && spec.kind != BackendKind::Openai {
+                return Err(LlmError::BackendConfig {
+                    backend: spec.name.clone(),
+                    message: "max_tokens_field is a setting of `openai` backends only (the \
+                              field of the chat completions they are sent); remove it"
+                        .into(),
+                });
+            }
             let backend: Arc<dyn Backend> = match spec.kind {
                 BackendKind::Openai => {
                     let base = spec
@@ -231,6 +247,9 @@ impl ModelLayerConfig {
                     let mut c = OpenAiConfig::new(&spec.name, base, spec.api_key_env.as_deref());
                     c.retry = retry;
                     c.timeout = timeout;
+                    if let Some(field) = spec.max_tokens_field {
+                        c.max_tokens_field = field;
+                    }
                     Arc::new(OpenAiBackend::new(c)?)
                 }
                 BackendKind::Anthropic => {
@@ -358,5 +377,42 @@ mod tests {
         config.backends[0].timeout_s = Some(f64::INFINITY);
         let err = config.build_backends().err().unwrap();
         assert!(err.to_string().contains("timeout_s = inf"), "{err}");
+    }
+
+    #[test]
+    fn max_tokens_field_takes_two_values_and_only_on_openai_backends() {
+        let backend = |kind: &str, field: &str| {
+            format!("[[backends]]\nname = \"o\"\nkind = \"{kind}\"\nmax_tokens_field = {field}\n")
+        };
+        for (value, field) in [
+            ("\"max_tokens\"", MaxTokensField::MaxTokens),
+            (
+                "\"max_completion_tokens\"",
+                MaxTokensField::MaxCompletionTokens,
+            ),
+        ] {
+            let config: ModelLayerConfig = toml::from_str(&backend("openai", value)).unwrap();
+            assert_eq!(config.backends[0].max_tokens_field, Some(field));
+            assert_eq!(config.build_backends().unwrap().len(), 1);
+        }
+        for bad in ["\"max_output_tokens\"", "\"MAX_TOKENS\"", "1"] {
+            let err = toml::from_str::<ModelLayerConfig>(&backend("openai", bad)).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                message.contains("max_tokens_field")
+                    && message.contains("line 4")
+                    && (bad == "1" || message.contains("\"max_completion_tokens\"")),
+                "{bad}: {message}"
+            );
+        }
+        std::env::set_var("HEVO_TEST_CONFIG_ANTHROPIC_KEY", "k");
+        let text = backend("anthropic", "\"max_tokens\"")
+            + "api_key_env = \"HEVO_TEST_CONFIG_ANTHROPIC_KEY\"\n";
+        let config: ModelLayerConfig = toml::from_str(&text).unwrap();
+        let err = config.build_backends().err().unwrap();
+        assert!(
+            err.to_string().contains("max_tokens_field") && err.to_string().contains("`openai`"),
+            "{err}"
+        );
     }
 }

@@ -37,7 +37,8 @@ mod types;
 
 pub use backend::{
     AnthropicBackend, AnthropicConfig, Api, Backend, Completion, GenerationTiming, LocalBackend,
-    LocalConfig, OpenAiBackend, OpenAiConfig, RawBody, RawReply, RawRequest, Retries, RetryPolicy,
+    LocalConfig, MaxTokensField, OpenAiBackend, OpenAiConfig, RawBody, RawReply, RawRequest,
+    Retries, RetryPolicy,
 };
 pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};

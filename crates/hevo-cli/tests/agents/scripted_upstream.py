@@ -1,16 +1,18 @@
-"""A scripted provider for the agent-preset tests: Anthropic messages and OpenAI Responses.
+"""A scripted provider for hevo's CLI tests: Anthropic messages and OpenAI Responses.
 
 Plays one agent turn by reading the request: while the history has no tool result and the
 agent offers its shell tool (Claude Code's `Bash`, Codex's `exec_command`), it calls that
 tool with the command given as argv[1]; afterwards it answers with final text. Streams
-when asked. Prints its port on the first line of stdout; appends each request's path to
-argv[2], one per line.
+when asked. A request whose body contains `MODE:hold` is never answered: the upstream holds
+it until it is stopped. Prints its port on the first line of stdout; appends each request's
+path to argv[2], one per line, as it arrives.
 
     python3 scripted_upstream.py COMMAND LOG
 """
 import http.server
 import json
 import sys
+import threading
 
 COMMAND, LOG = sys.argv[1], sys.argv[2]
 
@@ -89,9 +91,12 @@ def responses(body):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = json.loads(raw)
         with open(LOG, "a") as f:
             f.write(self.path + "\n")
+        if b"MODE:hold" in raw:
+            threading.Event().wait()
         path = self.path.split("?")[0]
         if path == "/v1/messages":
             kind, text = messages(body)

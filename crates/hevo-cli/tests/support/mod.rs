@@ -1,7 +1,9 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
-//! suite beside a harness, the `hevo eval` command line over them, `hevo run --json`, and
-//! reading a command's JSON document.
+//! suite beside a harness, the `hevo eval` command line over them, `hevo run --json`,
+//! reading a command's JSON document, and the scripted upstream (`upstream`).
 #![allow(dead_code)]
+
+pub mod upstream;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -7,6 +7,7 @@
 mod anthropic;
 mod forward;
 mod local;
+mod max_tokens_field;
 mod openai;
 mod retry;
 
@@ -16,6 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
 pub use forward::{Api, RawBody, RawReply, RawRequest};
 pub use local::{LocalBackend, LocalConfig};
+pub use max_tokens_field::MaxTokensField;
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::{Retries, RetryPolicy};
 

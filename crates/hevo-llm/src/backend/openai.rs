@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::forward::{forward_http, url, Api, RawReply, RawRequest};
 use super::retry::{send_json, RetryPolicy};
-use super::{read_key, Backend, Completion, DeltaSender};
+use super::{read_key, Backend, Completion, DeltaSender, MaxTokensField};
 use crate::error::{BackendError, LlmError};
 use crate::types::{ChatRequest, ChatResponse, FinishReason, TokenLogprob, TopLogprob, Usage};
 
@@ -24,14 +24,20 @@ pub struct OpenAiConfig {
     pub retry: RetryPolicy,
     /// Timeout of one attempt.
     pub timeout: Duration,
+    /// The field a translated request's output limit is sent in (forwarded requests keep
+    /// their own); [`MaxTokensField::for_base_url`] by default.
+    pub max_tokens_field: MaxTokensField,
 }
 
 impl OpenAiConfig {
-    /// A config for `base_url` with the key in `api_key_env` and default retries.
+    /// A config for `base_url` with the key in `api_key_env`, default retries and the
+    /// output-limit field its host wants.
     pub fn new(name: &str, base_url: &str, api_key_env: Option<&str>) -> Self {
+        let base_url = base_url.trim_end_matches('/').to_owned();
         Self {
             name: name.to_owned(),
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            max_tokens_field: MaxTokensField::for_base_url(&base_url),
+            base_url,
             api_key_env: api_key_env.map(str::to_owned),
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(600),
@@ -67,7 +73,7 @@ impl OpenAiBackend {
     }
 
     async fn call(&self, request: ChatRequest) -> Result<Completion, BackendError> {
-        let body = request_body(&request);
+        let body = request_body(&request, self.config.max_tokens_field);
         let url = format!("{}/chat/completions", self.config.base_url);
         let (value, retries) = send_json(&self.config.retry, || {
             let builder = self.client.post(&url).json(&body);
@@ -91,8 +97,15 @@ impl Backend for OpenAiBackend {
         &self.config.name
     }
 
+    /// The base URL; and the output-limit field when it is not the one the URL's host gets
+    /// by default, since a server that ignores the field answers without the limit.
     fn cache_identity(&self) -> String {
-        format!("openai {}", self.config.base_url)
+        let field = self.config.max_tokens_field;
+        if field == MaxTokensField::for_base_url(&self.config.base_url) {
+            format!("openai {}", self.config.base_url)
+        } else {
+            format!("openai {} {}", self.config.base_url, field.as_str())
+        }
     }
 
     fn complete(
@@ -129,7 +142,8 @@ impl Backend for OpenAiBackend {
     }
 }
 
-fn request_body(request: &ChatRequest) -> Value {
+/// The chat completion `request` becomes, its output limit in `max_tokens_field`.
+fn request_body(request: &ChatRequest, max_tokens_field: MaxTokensField) -> Value {
     let mut body = json!({ "model": request.model, "messages": request.messages });
     let map = body.as_object_mut().expect("object");
     if let Some(t) = request.temperature {
@@ -139,7 +153,7 @@ fn request_body(request: &ChatRequest) -> Value {
         map.insert("top_p".into(), json!(p));
     }
     if let Some(m) = request.max_tokens {
-        map.insert("max_tokens".into(), json!(m));
+        map.insert(max_tokens_field.as_str().into(), json!(m));
     }
     if !request.stop.is_empty() {
         map.insert("stop".into(), json!(request.stop));
@@ -251,4 +265,46 @@ fn parse_response(value: &Value, model: &str) -> Result<ChatResponse, BackendErr
         logprobs,
         stop_sequence: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ChatMessage;
+
+    #[test]
+    fn the_output_limit_goes_in_the_backends_field_and_an_override_keys_the_cache_apart() {
+        let mut request = ChatRequest::new("m", vec![ChatMessage::new("user", "hi")]);
+        request.max_tokens = Some(7);
+        let body = request_body(&request, MaxTokensField::MaxCompletionTokens);
+        assert_eq!(body["max_completion_tokens"], 7);
+        assert!(body.get("max_tokens").is_none(), "{body}");
+        let body = request_body(&request, MaxTokensField::MaxTokens);
+        assert_eq!(body["max_tokens"], 7);
+        assert!(body.get("max_completion_tokens").is_none(), "{body}");
+
+        let identity = |base: &str, field: Option<MaxTokensField>| {
+            let mut config = OpenAiConfig::new("o", base, None);
+            if let Some(field) = field {
+                config.max_tokens_field = field;
+            }
+            OpenAiBackend::new(config).unwrap().cache_identity()
+        };
+        let local = "http://127.0.0.1:8080/v1";
+        assert_eq!(identity(local, None), format!("openai {local}"));
+        assert_eq!(
+            identity(local, Some(MaxTokensField::MaxTokens)),
+            identity(local, None)
+        );
+        assert_ne!(
+            identity(local, Some(MaxTokensField::MaxCompletionTokens)),
+            identity(local, None)
+        );
+        let openai = "https://api.openai.com/v1";
+        assert_eq!(identity(openai, None), format!("openai {openai}"));
+        assert_ne!(
+            identity(openai, Some(MaxTokensField::MaxTokens)),
+            identity(openai, None)
+        );
+    }
 }

@@ -10,7 +10,8 @@
 //! caller that hangs up does not end it. A call dropped before it ends releases its
 //! reservation. A call is live (counted in its trial and the run, see `live`) until it is
 //! dropped; one still waiting for its upstream when its trial's close or the shutdown stops
-//! waiting is cancelled ([`Call::unless_cancelled`]) and recorded with what it had received.
+//! waiting is cancelled ([`Call::unless_cancelled`]) and recorded with what it had received,
+//! or with its estimated input when it had received no usage (`cancelled`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +29,6 @@ use crate::cache::ResponseCache;
 use crate::error::BackendError;
 use crate::ledger::{CallRecord, CallStatus, InFlight, TrialUsage};
 use crate::types::{ChatRequest, ChatResponse, Usage};
-
-/// The error of a call cancelled while it waited for its upstream.
-pub(crate) const CANCELLED: &str = "cancelled: the call was still running when its trial ended \
-     or hevo shut down, and did not end in the time it was given; recorded with what it had \
-     received";
 
 /// Why a request cannot be translated into a [`ChatRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +88,7 @@ impl Gateway {
             requested_model: String::new(),
             route: None,
             bound: InFlight::one(body.len() as u64, 0.0),
+            input_bound: input_bound(api, body.len() as u64),
             reserved: AtomicBool::new(false),
             _held: held,
             entered,
@@ -129,15 +126,15 @@ impl Gateway {
                 ),
             ))
         })?;
-        call.bound = self.bound(api, &route.upstream_model, body.len() as u64, &raw);
+        call.bound = self.bound(api, &route.upstream_model, call.input_bound, &raw);
         call.route = Some(route);
         Ok((call, raw))
     }
 
-    /// The most a call may spend: every request byte an uncached input token (a token is at
-    /// least one byte of the text), plus its output limit (the request's, times `n` choices,
-    /// else the model's default) at the model's prices.
-    fn bound(&self, api: Api, model: &str, body_bytes: u64, raw: &Value) -> InFlight {
+    /// The most a call may spend: its `input` bound ([`input_bound`]) at the dearest input
+    /// price, plus its output limit (the request's, times `n` choices, else the model's
+    /// default) at the output price.
+    fn bound(&self, api: Api, model: &str, input: u64, raw: &Value) -> InFlight {
         let num = |name: &str| raw.get(name).and_then(Value::as_u64);
         let requested = match api {
             Api::ChatCompletions => num("max_completion_tokens")
@@ -147,11 +144,6 @@ impl Gateway {
             Api::Messages => num("max_tokens"),
             Api::Embeddings | Api::CountTokens => Some(0),
         };
-        let input = if api == Api::CountTokens {
-            0
-        } else {
-            body_bytes
-        };
         match self.inner.prices.get(model) {
             Some(price) => InFlight::one(
                 input.saturating_add(price.output_limit(requested)),
@@ -159,6 +151,17 @@ impl Gateway {
             ),
             None => InFlight::one(input, 0.0),
         }
+    }
+}
+
+/// The most input tokens a request of `api` with a body of `body_bytes` can be billed for:
+/// every byte an uncached input token (a token is at least one byte of the text); none for
+/// token counting, which is free.
+fn input_bound(api: Api, body_bytes: u64) -> u64 {
+    if api == Api::CountTokens {
+        0
+    } else {
+        body_bytes
     }
 }
 
@@ -175,6 +178,8 @@ pub(crate) struct Call {
     route: Option<Arc<Route>>,
     /// What the call reserves against the caps when admitted.
     bound: InFlight,
+    /// The input tokens in `bound` ([`input_bound`]).
+    input_bound: u64,
     /// Holds a reservation (between [`Call::admit`] and the call's end).
     reserved: AtomicBool,
     /// The request's slots and bytes (see [`Held`]).
@@ -219,6 +224,11 @@ impl Call {
     /// The backend that serves the call.
     pub(crate) fn backend(&self) -> &dyn Backend {
         self.route().backend.as_ref()
+    }
+
+    /// The most input tokens the call can be billed for ([`input_bound`]).
+    pub(crate) fn input_bound(&self) -> u64 {
+        self.input_bound
     }
 
     /// The model name the backend is sent (and priced by).
@@ -318,11 +328,6 @@ impl Call {
             &api_error.body(),
         );
         api_error
-    }
-
-    /// The error of a call cancelled before it ended (see [`Call::unless_cancelled`]).
-    pub(crate) fn cancelled_error(&self) -> ApiError {
-        ApiError::new(self.dialect, ErrorKind::Backend, CANCELLED)
     }
 
     /// Records and traces a failed call; returns the error for the caller to send.
@@ -492,7 +497,7 @@ impl Call {
             {
                 Some(Ok(completion)) => (completion.response, false, completion.retries),
                 Some(Err(err)) => return Err(self.fail_backend(&err)),
-                None => return Err(self.fail(self.cancelled_error())),
+                None => return Err(self.cancelled()),
             },
         };
         self.record_ok(response.usage, cache_hit, &retries);
@@ -586,6 +591,7 @@ impl Gateway {
             requested_model: String::new(),
             route: None,
             bound: InFlight::one(0, 0.0),
+            input_bound: 0,
             reserved: AtomicBool::new(false),
             _held: held,
             entered,

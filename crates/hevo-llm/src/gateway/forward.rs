@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use super::call::CANCELLED;
 use super::detach::Answer;
 use super::ending::Ending;
 use super::sse::{parse_event, EventSplitter};
@@ -79,7 +78,7 @@ async fn send(call: Call, request: RawRequest, hide_usage_chunk: bool, answer: A
     let reply = match call.unless_cancelled(call.backend().forward(request)).await {
         Some(Ok(reply)) => reply,
         Some(Err(err)) => return answer.send(call.fail_backend(&err).into_response()),
-        None => return answer.send(call.fail(call.cancelled_error()).into_response()),
+        None => return answer.send(call.cancelled().into_response()),
     };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = reply.content_type.clone();
@@ -196,13 +195,18 @@ async fn relay(
         handle(rest, &mut traced);
     }
     let cut = cancelled || broke.is_some();
+    let mut usage = watch.usage(api);
     let failure = match (cancelled, broke) {
-        (true, _) => Some(CANCELLED.to_owned()),
+        (true, _) => {
+            let (priced, message) = call.cancelled_usage(usage);
+            usage = priced;
+            Some(message.to_owned())
+        }
         (false, Some(err)) => Some(format!("the upstream stream broke off: {err}")),
         (false, None) => ending.failure(api),
     };
     match failure {
-        None => call.record_ok(watch.usage(api), false, &retries),
+        None => call.record_ok(usage, false, &retries),
         Some(failure) => {
             if cut {
                 // the caller's stream is cut too, so its SDK does not take it for whole
@@ -216,7 +220,7 @@ async fn relay(
                     Some(failure.clone())
                 },
             };
-            call.record_spent_failure(watch.usage(api), &failure, &retries);
+            call.record_spent_failure(usage, &failure, &retries);
         }
     }
     let mut summary = json!({

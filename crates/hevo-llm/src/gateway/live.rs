@@ -6,7 +6,7 @@
 //! and recorded) and is counted until then. Closing a trial waits for its calls, and the
 //! gateway's shutdown for all of them ([`Live::drain`]); what is still running when the
 //! wait is over is cancelled: each call stops waiting for its upstream and is recorded with
-//! what it has seen.
+//! what it has seen. A user who will not wait cancels them at once ([`Live::cancel`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -78,7 +78,7 @@ impl Live {
             return 0;
         }
         let cancelled = self.count();
-        self.shared.cancel.send_replace(true);
+        self.cancel();
         if tokio::time::timeout(CANCEL_WAIT, self.idle())
             .await
             .is_err()
@@ -92,8 +92,17 @@ impl Live {
     }
 }
 
+impl Live {
+    /// Cancels the live calls now, and every call that enters later: each stops waiting for
+    /// its upstream and records itself ([`Entered::cancelled`]).
+    pub(crate) fn cancel(&self) {
+        self.shared.cancel.send_replace(true);
+    }
+}
+
 impl Entered {
-    /// Completes when the calls counted here are cancelled ([`Live::drain`] gave up waiting).
+    /// Completes when the calls counted here are cancelled ([`Live::drain`] gave up waiting,
+    /// or [`Live::cancel`]).
     pub(crate) async fn cancelled(&self) {
         let mut rx = self.0.cancel.subscribe();
         let _ = rx.wait_for(|cancelled| *cancelled).await;

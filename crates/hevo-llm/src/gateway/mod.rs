@@ -26,6 +26,7 @@
 mod anthropic_api;
 mod bound;
 mod call;
+mod cancelled;
 mod config;
 mod detach;
 mod ending;

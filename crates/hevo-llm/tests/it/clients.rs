@@ -99,6 +99,30 @@ impl Through {
         price: ModelPrice,
         configure: impl FnOnce(&mut GatewayConfig, &Path),
     ) -> Self {
+        let (caps, openai) = ((trial_caps, run_caps), |_: &str| None);
+        Self::start_full(target_name, caps, price, openai, configure).await
+    }
+
+    /// [`Through::start`] with the `openai` backend (`up-openai`) that `openai` builds for
+    /// the upstream's OpenAI base URL (`base/v1`), instead of the default one.
+    pub async fn start_with_openai(
+        target_name: &str,
+        openai: impl FnOnce(&str) -> Arc<dyn Backend>,
+    ) -> Self {
+        let caps = (Caps::UNLIMITED, Caps::UNLIMITED);
+        let price = ModelPrice::paid(1.0, 0.25, 4.0);
+        let openai = |base: &str| Some(openai(base));
+        Self::start_full(target_name, caps, price, openai, |_, _| {}).await
+    }
+
+    /// Starts the fixture: the `openai` backend is `openai`'s when it returns one.
+    async fn start_full(
+        target_name: &str,
+        (trial_caps, run_caps): (Caps, Caps),
+        price: ModelPrice,
+        openai: impl FnOnce(&str) -> Option<Arc<dyn Backend>>,
+        configure: impl FnOnce(&mut GatewayConfig, &Path),
+    ) -> Self {
         // not under /tmp: Codex refuses to set up its sandbox helper in a temporary dir
         let dir = agent_scratch();
         let work = dir.path().join("work");
@@ -110,7 +134,8 @@ impl Through {
             content: CONTENT.to_owned(),
         })
         .await;
-        let (openai, anthropic) = upstream_backends(&upstream.base);
+        let (default_openai, anthropic) = upstream_backends(&upstream.base);
+        let openai = openai(&format!("{}/v1", upstream.base)).unwrap_or(default_openai);
         let prices = PriceTable::empty()
             .with_overrides(["gpt-up", "claude-up", "embed-up"].map(|m| (m.to_owned(), price)))
             .unwrap();

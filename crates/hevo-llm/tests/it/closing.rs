@@ -1,7 +1,8 @@
 //! Calls still in flight when their trial ends or the gateway shuts down: a harness takes
 //! the first event of a streamed answer with the official SDK and exits while the rest is
 //! still coming. Closing the trial waits for the call and counts it; a call that outlasts
-//! the wait, or the shutdown's grace, is cancelled and recorded with what it had seen.
+//! the wait, or the shutdown's grace, or that hevo is told to stop at once, is cancelled and
+//! recorded with what it had seen.
 
 use std::time::Duration;
 
@@ -93,4 +94,41 @@ async fn shutdown_records_the_calls_still_in_flight() {
     assert!(rows[0].error.as_deref().unwrap().starts_with("cancelled"));
     let run = gateway.run_usage();
     assert!((run.cost_usd - rows[0].cost_usd).abs() < 1e-12, "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_cancelled_at_once_end_the_closes_waiting_for_them_and_are_recorded() {
+    // closing would wait an hour for the held stream: the user will not wait (a second
+    // Ctrl-C), so hevo cancels the calls still running while the close waits
+    let t = HeldGateway::start(Duration::from_secs(3600)).await;
+    let key = t.trial("t0", Caps::UNLIMITED);
+    let vars = [
+        ("HEVO_TEST_SDK", "anthropic"),
+        ("HEVO_TEST_PROMPT", "MODE:hold_stream"),
+    ];
+    let Some(_) = t.harness("first_chunk.py", &key, &vars) else {
+        return;
+    };
+    assert_eq!(t.gateway.live_calls(), 1);
+    let closing = {
+        let gateway = t.gateway.gateway().clone();
+        let key = key.clone();
+        tokio::spawn(async move { gateway.close_trial(&key).await })
+    };
+    while t.gateway.trial_usage(&key).is_some() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t.gateway.cancel_calls();
+    // only a guard against hanging: without the cancel, the close would take an hour
+    let usage = tokio::time::timeout(Duration::from_secs(120), closing)
+        .await
+        .expect("the close still waits for the cancelled call")
+        .unwrap();
+    assert_eq!(t.gateway.live_calls(), 0);
+    let rows = t.rows("t0");
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_priced(&rows[0], CallStatus::BackendError, (400, 600), 1);
+    assert!(rows[0].error.as_deref().unwrap().starts_with("cancelled"));
+    assert_eq!((usage.calls, usage.backend_errors), (0, 1), "{usage:?}");
+    assert_eq!(t.upstream.answered(), 0);
 }

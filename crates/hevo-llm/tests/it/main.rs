@@ -11,6 +11,8 @@
 //! - `dialects`: what is forwarded and what is refused, the small endpoints, unknown paths.
 //! - `refusals`: bodies over the limit and wrong methods, refused in the caller's format.
 //! - `closing`: calls still in flight when their trial ends or the gateway shuts down.
+//! - `cancelled_input`: cancelled calls whose upstream reported no usage, priced by their
+//!   estimated input.
 //! - `left`: calls whose caller went away, still recorded and held against the caps.
 //! - `held`, `held_answers`, `held_gateway`: an upstream that holds its answers until the
 //!   test lets them go, what it answers, and a gateway in front of it (the fixture of
@@ -20,7 +22,9 @@
 //!   reported.
 //! - `scripted`, `clients`: a scripted tool-calling upstream and the fixture of the tests of
 //!   real clients: `sdk_clients` (the official Python SDKs), `same_api` (plain SDK requests
-//!   to a backend of their own API) and `agent_clis` (the real `claude` and `codex` CLIs).
+//!   to a backend of their own API), `max_tokens_field` (the output-limit field of a message
+//!   translated for an `openai` backend) and `agent_clis` (the real `claude` and `codex`
+//!   CLIs).
 //!   They skip, loudly, when the client is not installed.
 //! - `faulty`, `upstream_faults`: an upstream that misbehaves on purpose (slow streams,
 //!   silence, refused keys, odd `Retry-After`, prompt-cache writes) and what the official
@@ -28,6 +32,7 @@
 
 mod agent_clis;
 mod anthropic;
+mod cancelled_input;
 mod caps;
 mod clients;
 mod closing;
@@ -39,6 +44,7 @@ mod held_answers;
 mod held_gateway;
 mod left;
 mod local_model;
+mod max_tokens_field;
 mod openai_upstream;
 mod refusals;
 mod same_api;

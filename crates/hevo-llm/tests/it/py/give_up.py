@@ -4,7 +4,9 @@ its answers (`MODE:hold`). `HEVO_TEST_KIND` says which call:
 
 - `translated`: a plain chat completion (`openai` SDK), answered by translation;
 - `forwarded`: an Anthropic message with a tool (`anthropic` SDK), forwarded;
-- `stream`: a streamed chat completion (`openai` SDK), forwarded; its headers are held.
+- `stream`: a streamed chat completion (`openai` SDK), forwarded; its headers are held;
+- `across`: a plain Anthropic message (`anthropic` SDK) to `gpt-test`, translated into a
+  chat completion for its `openai` backend.
 
 Prints one JSON line: how many calls timed out, were refused with 429 (the SDK's
 RateLimitError), or failed otherwise (with the first such error).
@@ -31,6 +33,9 @@ def call(i):
         client = anthropic.Anthropic(timeout=timeout, max_retries=0)
         client.messages.create(model="claude-test", max_tokens=50, messages=prompt,
                                tools=[TOOL])
+    elif kind == "across":
+        client = anthropic.Anthropic(timeout=timeout, max_retries=0)
+        client.messages.create(model="gpt-test", max_tokens=50, messages=prompt)
     else:
         client = openai.OpenAI(timeout=timeout, max_retries=0)
         for _ in client.chat.completions.create(model="gpt-test", messages=prompt,
