@@ -133,7 +133,7 @@ pub fn usage(dirs: &[PathBuf]) -> Usage {
         let Ok(st) = nix::sys::stat::fstat(root.as_raw_fd()) else {
             continue;
         };
-        walk.dir(root, st.st_dev, 1);
+        walk.tree(root, st.st_dev);
     }
     walk.usage
 }
@@ -150,8 +150,37 @@ struct Walker {
 }
 
 impl Walker {
-    /// Counts what `dir` holds (its entries at `depth`), then goes into its folders.
-    fn dir(&mut self, mut dir: Dir, dev: u64, depth: usize) {
+    /// Counts everything below `root` on device `dev`, depth first without recursion (a
+    /// stack of the open folders, each with the subfolders it has left to visit), so a deep
+    /// tree costs descriptors up to [`MAX_DEPTH`], never the thread's stack.
+    fn tree(&mut self, mut root: Dir, dev: u64) {
+        let folders = self.entries(&mut root, dev);
+        let mut open: Vec<(Dir, Vec<CString>)> = vec![(root, folders)];
+        loop {
+            let depth = open.len();
+            let Some((dir, left)) = open.last_mut() else {
+                break;
+            };
+            let Some(name) = left.pop() else {
+                open.pop();
+                continue;
+            };
+            if depth >= MAX_DEPTH {
+                self.usage.too_deep = true;
+                continue;
+            }
+            let fd: RawFd = dir.as_raw_fd();
+            if let Ok(mut child) =
+                Dir::openat(Some(fd), name.as_c_str(), dir_flags(), Mode::empty())
+            {
+                let folders = self.entries(&mut child, dev);
+                open.push((child, folders));
+            }
+        }
+    }
+
+    /// Counts the entries of `dir` on device `dev`; returns its subfolders' names.
+    fn entries(&mut self, dir: &mut Dir, dev: u64) -> Vec<CString> {
         let fd: RawFd = dir.as_raw_fd();
         let mut folders: Vec<CString> = Vec::new();
         for entry in dir.iter().flatten() {
@@ -170,18 +199,7 @@ impl Walker {
                 folders.push(name.to_owned());
             }
         }
-        if folders.is_empty() {
-            return;
-        }
-        if depth >= MAX_DEPTH {
-            self.usage.too_deep = true;
-            return;
-        }
-        for name in folders {
-            if let Ok(child) = Dir::openat(Some(fd), name.as_c_str(), dir_flags(), Mode::empty()) {
-                self.dir(child, dev, depth + 1);
-            }
-        }
+        folders
     }
 
     fn count(&mut self, st: &FileStat) {
