@@ -535,8 +535,8 @@ fn model_files_that_are_not_what_they_claim_exit_2_naming_them() {
 }
 
 /// `hevo eval --disk-mb N` through the real binary, sandboxed or not and with or without a
-/// cgroup: a harness filling its working directory is killed there and its cause names the
-/// flag; `--disk-mb 0` is exit 2 naming the flag.
+/// cgroup: a harness filling its working directory is killed there, its cause names the
+/// flag and its failure class is `over_limit`; `--disk-mb 0` is exit 2 naming the flag.
 #[test]
 fn a_harness_filling_its_folder_under_eval_disk_mb_stops_there_with_its_cause() {
     let d = tempfile::tempdir().unwrap();
@@ -560,6 +560,11 @@ fn a_harness_filling_its_folder_under_eval_disk_mb_stops_there_with_its_cause() 
         assert!(
             cause.contains("over the trial's disk limit of 32 MB ([executor] disk_mb, --disk-mb)"),
             "{mode}: {cause}"
+        );
+        // Its failure class says a limit stopped it, not that it crashed.
+        assert_eq!(
+            report["failures"][0]["class"], "over_limit",
+            "{mode}: {report}"
         );
     }
 }

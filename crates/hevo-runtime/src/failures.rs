@@ -8,6 +8,7 @@
 //!
 //! | class | status | when |
 //! |---|---|---|
+//! | `over_limit` | `harness_error` | stopped by one of its limits: memory, processes, disk |
 //! | `crash` | `harness_error` | non-zero exit or killed by a signal |
 //! | `bad_output` | `harness_error` | empty stdout, or a last line that is not JSON |
 //! | `timeout` | `timeout` | past the time limit |
@@ -56,11 +57,17 @@ pub struct FailureClass {
     pub first: FirstFailure,
 }
 
+/// What every cause a trial's limits write contains, the key that sets the limit
+/// (`([executor] mem_mb, --mem-mb)`, `pids`, `disk_mb`): how a trial its limits stopped is
+/// told from a crash.
+const LIMIT_NAMED: &str = "([executor] ";
+
 /// The class of a trial's stored status and error; `None` for `pass` and `fail`.
 pub fn class_of(status: &str, error: Option<&str>) -> Option<&'static str> {
     let error = error.unwrap_or("");
     match status {
         "pass" | "fail" => None,
+        "harness_error" if error.contains(LIMIT_NAMED) => Some("over_limit"),
         "harness_error" if error.starts_with("exited with") || error.starts_with("killed by") => {
             Some("crash")
         }
@@ -238,6 +245,34 @@ mod tests {
             Some("bad_output")
         );
         assert_eq!(class_of("timeout", None), Some("timeout"));
+        // Every cause the limits write (crate::launch::ProcessOutcome::limits_cause), after
+        // the exit the trial reports.
+        let cgroup = crate::cgroup::CgroupReport {
+            oom_kills: 1,
+            forks_refused: 3,
+            ..Default::default()
+        };
+        let disk = crate::disk::DiskReport {
+            limit_mb: 64,
+            killed_at: Some(70 << 20),
+            too_deep: false,
+            file_at_limit: true,
+            held_at_end: None,
+        };
+        let late = crate::disk::DiskReport {
+            killed_at: None,
+            file_at_limit: false,
+            held_at_end: Some(70 << 20),
+            ..disk
+        };
+        for cause in [cgroup.cause(), disk.cause(), late.cause()] {
+            let error = format!("killed by signal 9; {}", cause.unwrap());
+            assert_eq!(
+                class_of("harness_error", Some(&error)),
+                Some("over_limit"),
+                "{error}"
+            );
+        }
         assert_eq!(
             class_of(
                 "infra_error",
