@@ -319,7 +319,9 @@ async fn run_trial_inner(
         Ok(out) => out,
         Err(e) => return TrialResult::infra(e.to_string()),
     };
-    if settings.keep_workdir {
+    // A working directory past its disk limit is not copied: the copy would hold as much
+    // again, and the trial is a `harness_error` whose cause says what it held.
+    if settings.keep_workdir && !out.disk.is_some_and(|d| d.over()) {
         let kept = with_suffix(&req.trace_prefix, "workdir");
         let _ = std::fs::remove_dir_all(&kept);
         if let Err(e) = keep_tree(&wd, &kept) {

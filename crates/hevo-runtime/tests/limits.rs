@@ -86,11 +86,22 @@ impl Fixture {
     }
     /// Runs `harness` once on the suite with `launcher`; returns its one trial.
     fn trial(&self, harness: &Path, run: &str, launcher: Arc<dyn Launcher>) -> TrialReport {
+        self.trial_with(harness, run, launcher, |_| {})
+    }
+    /// [`Fixture::trial`] with the options `adjust` sets.
+    fn trial_with(
+        &self,
+        harness: &Path,
+        run: &str,
+        launcher: Arc<dyn Launcher>,
+        adjust: impl FnOnce(&mut EvalOptions),
+    ) -> TrialReport {
         let mut o = EvalOptions::new(harness, self.suite());
         o.run_dir = Some(self.dir.path().join(run));
         o.jobs = 1;
         o.retries = 0;
         o.grace = Duration::from_millis(300);
+        adjust(&mut o);
         let plan = eval::plan(o).unwrap();
         let report: EvalReport = eval::run_with(&plan, launcher, None).unwrap();
         report.tasks[0].details[0].clone()
@@ -406,7 +417,13 @@ print(json.dumps("ok"))
 "#;
     let h = f.harness("burst", code);
     for (name, launcher) in launchers(disk_64()) {
-        let t = f.trial(&h, &format!("run-{name}"), launcher);
+        // Kept working directories (`hevo tests synth` keeps them) are not kept past the
+        // limit: the copy would hold as much again.
+        let t = f.trial_with(&h, &format!("run-{name}"), launcher, |o| {
+            o.keep_workdirs = true;
+        });
+        let kept = format!("{}.workdir", t.trace.clone().unwrap());
+        assert!(!Path::new(&kept).exists(), "{name}: {kept} was kept");
         assert_eq!(t.status, "harness_error", "{name}: {:?}", t.error);
         let cause = t.error.clone().unwrap_or_default();
         assert!(
