@@ -48,6 +48,14 @@ pub struct Usage {
     pub too_deep: bool,
 }
 
+impl Usage {
+    /// Whether this is over a limit of `limit` bytes: more bytes, or a tree too deep to
+    /// measure.
+    pub fn over(&self, limit: u64) -> bool {
+        self.bytes > limit || self.too_deep
+    }
+}
+
 /// What a launch's disk limit saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DiskReport {
@@ -65,6 +73,21 @@ pub struct DiskReport {
 }
 
 impl DiskReport {
+    /// The report of a launch limited to `limit_mb`: killed by the watch at `killed` (if it
+    /// was), and holding `at_end` once its processes were gone.
+    pub fn new(limit_mb: u64, killed: Option<Usage>, at_end: Usage) -> DiskReport {
+        let limit = limit_bytes(limit_mb);
+        DiskReport {
+            limit_mb,
+            killed_at: killed.map(|u| u.bytes),
+            too_deep: killed.map_or(at_end.too_deep, |u| u.too_deep),
+            // A file at the limit is what `RLIMIT_FSIZE` stopped, whichever process wrote
+            // it and however it handled the signal.
+            file_at_limit: at_end.largest_file >= limit,
+            held_at_end: (killed.is_none() && at_end.over(limit)).then_some(at_end.bytes),
+        }
+    }
+
     /// Whether the launch went over its limit (killed for it, or over it at its end): its
     /// result does not count, whatever it printed.
     pub fn over(&self) -> bool {
@@ -233,7 +256,7 @@ pub async fn over_limit(dirs: Vec<PathBuf>, limit: u64) -> Usage {
             tokio::task::spawn_blocking(move || usage(&dirs)).await
         };
         if let Ok(u) = measured {
-            if u.bytes > limit || u.too_deep {
+            if u.over(limit) {
                 return u;
             }
         }
@@ -339,6 +362,37 @@ mod tests {
         std::fs::create_dir_all(shallow.path().join("a/b/c")).unwrap();
         assert!(!usage(&[shallow.path().into()]).too_deep);
         // (std removes the deep tree with `unlinkat`, relative to each open folder.)
+    }
+
+    #[test]
+    fn a_launch_over_its_limit_at_its_end_is_over_even_if_the_watch_never_saw_it() {
+        let at_end = Usage {
+            bytes: 100 << 20,
+            largest_file: 64 << 20,
+            too_deep: false,
+        };
+        // Written faster than the watch measures: only the end shows it.
+        let late = DiskReport::new(64, None, at_end);
+        assert_eq!((late.killed_at, late.held_at_end), (None, Some(100 << 20)));
+        assert!(late.over() && late.file_at_limit);
+        // Killed by the watch: the kill is the report, not what was left at the end.
+        let seen = Usage {
+            bytes: 70 << 20,
+            ..Usage::default()
+        };
+        let killed = DiskReport::new(64, Some(seen), at_end);
+        assert_eq!(
+            (killed.killed_at, killed.held_at_end),
+            (Some(70 << 20), None)
+        );
+        // Within the limit, no file at it: nothing to say.
+        let fine = DiskReport::new(64, None, Usage::default());
+        assert!(!fine.over() && fine.cause().is_none());
+        let deep = Usage {
+            too_deep: true,
+            ..Usage::default()
+        };
+        assert!(DiskReport::new(64, None, deep).over());
     }
 
     #[test]

@@ -394,21 +394,12 @@ pub(crate) async fn run_local(
     let stdout = finish_reader(out_reader).await;
     let stderr = finish_reader(err_reader).await;
     let disk = match disk_limit {
-        // Measured after the group is gone: a file at the limit is what `RLIMIT_FSIZE`
-        // stopped, whichever process wrote it and however it handled the signal.
+        // Measured again once the group is gone.
         Some(limit_mb) => {
-            let now = tokio::task::spawn_blocking(move || crate::disk::usage(&dirs))
+            let at_end = tokio::task::spawn_blocking(move || crate::disk::usage(&dirs))
                 .await
                 .unwrap_or_default();
-            Some(DiskReport {
-                limit_mb,
-                killed_at: over_disk.map(|u| u.bytes),
-                too_deep: over_disk.map_or(now.too_deep, |u| u.too_deep),
-                file_at_limit: now.largest_file >= crate::disk::limit_bytes(limit_mb),
-                held_at_end: (over_disk.is_none()
-                    && (now.bytes > crate::disk::limit_bytes(limit_mb) || now.too_deep))
-                    .then_some(now.bytes),
-            })
+            Some(DiskReport::new(limit_mb, over_disk, at_end))
         }
         None => None,
     };
