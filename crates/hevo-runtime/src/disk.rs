@@ -27,15 +27,14 @@ use nix::dir::Dir;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
 
+use crate::cgroup::mb_bytes;
+
 /// The shortest time between two measurements of a launch's folders.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
 
 /// How deep a walk goes; a tree nested deeper counts as over any limit (no tool needs a
 /// thousand nested folders, and a walk must not run out of descriptors or stack).
 pub const MAX_DEPTH: usize = 1000;
-
-/// The bytes of one MB as hevo's limits count it (`mem_mb` and `disk_mb` alike).
-const MB: u64 = 1 << 20;
 
 /// What the folders of a launch hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,7 +75,7 @@ impl DiskReport {
     /// The report of a launch limited to `limit_mb`: killed by the watch at `killed` (if it
     /// was), and holding `at_end` once its processes were gone.
     pub fn new(limit_mb: u64, killed: Option<Usage>, at_end: Usage) -> DiskReport {
-        let limit = limit_bytes(limit_mb);
+        let limit = mb_bytes(limit_mb);
         DiskReport {
             limit_mb,
             killed_at: killed.map(|u| u.bytes),
@@ -115,12 +114,12 @@ impl DiskReport {
         } else if let Some(bytes) = self.killed_at {
             parts.push(format!(
                 "its folders held {:.1} MB, over {limit}; the trial was killed",
-                bytes as f64 / MB as f64
+                bytes as f64 / mb_bytes(1) as f64
             ));
         } else if let Some(bytes) = self.held_at_end {
             parts.push(format!(
                 "its folders held {:.1} MB when it ended, over {limit}",
-                bytes as f64 / MB as f64
+                bytes as f64 / mb_bytes(1) as f64
             ));
         }
         if self.file_at_limit {
@@ -131,11 +130,6 @@ impl DiskReport {
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
-}
-
-/// The limit in bytes for `mb`.
-pub fn limit_bytes(mb: u64) -> u64 {
-    mb.saturating_mul(MB)
 }
 
 /// What `dirs` hold together: every file and folder below each (the roots themselves not

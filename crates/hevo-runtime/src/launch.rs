@@ -282,7 +282,7 @@ pub(crate) async fn run_local(
         .stderr(std::process::Stdio::piped())
         .process_group(0);
     let disk_limit = limits.and_then(|l| l.disk_mb);
-    let file_size = disk_limit.map(crate::disk::limit_bytes);
+    let file_size = disk_limit.map(crate::cgroup::mb_bytes);
     let fds = group.as_ref().map(|g| g.procs_fds());
     if file_size.is_some() || fds.is_some() {
         // SAFETY: `limit_file_size` is one system call; `join_all` only writes to
@@ -333,7 +333,7 @@ pub(crate) async fn run_local(
     let watch = async {
         match (disk_limit, dirs.is_empty()) {
             (Some(mb), false) => {
-                crate::disk::over_limit(dirs.clone(), crate::disk::limit_bytes(mb)).await
+                crate::disk::over_limit(dirs.clone(), crate::cgroup::mb_bytes(mb)).await
             }
             _ => std::future::pending().await,
         }

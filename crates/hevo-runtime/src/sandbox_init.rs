@@ -34,10 +34,7 @@ fn init(args: &[String]) -> i32 {
             "--relay" => relays.push(value),
             "--memory-mb" => limit(
                 nix::sys::resource::Resource::RLIMIT_AS,
-                value
-                    .parse::<u64>()
-                    .ok()
-                    .map(|mb| mb.saturating_mul(1 << 20)),
+                value.parse::<u64>().ok().map(crate::cgroup::mb_bytes),
             ),
             "--max-files" => limit(
                 nix::sys::resource::Resource::RLIMIT_NOFILE,

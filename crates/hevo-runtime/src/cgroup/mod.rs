@@ -52,6 +52,12 @@ pub struct TrialLimits {
     pub disk_mb: Option<u64>,
 }
 
+/// The bytes of `mb` MB as every limit of a trial counts them (`mem_mb`, `disk_mb`, the
+/// sandbox's address-space limit): 1 MB = 2^20 bytes, saturating.
+pub fn mb_bytes(mb: u64) -> u64 {
+    mb.saturating_mul(1 << 20)
+}
+
 impl TrialLimits {
     /// The process limit when none is configured: a fork bomb stops there.
     pub const DEFAULT_PIDS: u64 = 1024;
@@ -357,7 +363,7 @@ impl Cgroups {
                 "memory" => {
                     group.memory = Some((is_v2, dir.clone()));
                     if let Some(mb) = limits.memory_mb {
-                        let bytes = mb.saturating_mul(1 << 20).to_string();
+                        let bytes = mb_bytes(mb).to_string();
                         if is_v2 {
                             write(&dir, "memory.max", &bytes)?;
                             let _ = fs::write(dir.join("memory.swap.max"), "0");
@@ -487,6 +493,14 @@ fn disk_of(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_in_mb_counts_mebibytes_and_saturates() {
+        assert_eq!(mb_bytes(64), 64 * 1024 * 1024);
+        assert_eq!(mb_bytes(0), 0);
+        // A limit too large to count in bytes is no limit, not a small one after a wrap.
+        assert_eq!(mb_bytes(u64::MAX / 1000), u64::MAX);
+    }
 
     #[test]
     fn group_dirs_follow_the_mount_root() {
