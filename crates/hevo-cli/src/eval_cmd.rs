@@ -281,13 +281,7 @@ fn write_table(out: &mut impl Write, r: &EvalReport) -> std::io::Result<()> {
         pct(r.pass_rate.ci_high),
         counted(r.tasks_scored as u64, "task")
     )?;
-    let unscored = (r.tasks.len() * r.trials_per_task as usize).saturating_sub(
-        r.status_counts
-            .iter()
-            .filter(|(s, _)| s.as_str() != "infra_error")
-            .map(|(_, n)| n)
-            .sum::<usize>(),
-    );
+    let unscored = r.unscored_trials();
     if unscored > 0 {
         writeln!(
             out,

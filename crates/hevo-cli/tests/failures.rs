@@ -254,3 +254,50 @@ fn a_search_shows_failures_per_batch_and_in_its_summary() {
         .collect();
     assert_eq!(classes, ["crash", "timeout", "bad_output"]);
 }
+
+/// A task the suite's scorer cannot score is out of the pass rate, and the table says what
+/// the pass rate would be had its trial failed: a harness that provokes errors on the tasks
+/// it would fail cannot hide them.
+#[test]
+fn eval_shows_the_pass_rate_with_unscored_trials_as_failures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(
+        dir,
+        "suite/suite.toml",
+        "name = \"unscorable\"\n[scorer]\nkind = \"program\"\ncommand = [\"sh\", \"score.sh\"]\n",
+    );
+    // The scorer fails on v2 whatever the answer: a fault of the suite, not of the harness.
+    write(
+        dir,
+        "suite/score.sh",
+        "cat > /dev/null\n[ \"$HEVO_TASK_ID\" = v2 ] && exit 9\necho 1\n",
+    );
+    let lines: String = (1..=4)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"v{i}\", \"split\": \"val\", \"input\": {{}}, \"expected\": \"ok\"}}\n"
+            )
+        })
+        .collect();
+    write(dir, "suite/tasks.jsonl", &lines);
+    write(dir, "ok/harness.toml", "entry = [\"sh\", \"harness.sh\"]\n");
+    write(dir, "ok/harness.sh", "cat > /dev/null\necho '\"ok\"'\n");
+    let out = eval(dir, "ok", &["--no-progress"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("counted as failures the pass rate is 75.0%"),
+        "{stderr}"
+    );
+    insta::assert_snapshot!(
+        "eval_unscored_table",
+        filtered(dir, &String::from_utf8_lossy(&out.stdout))
+    );
+    let out = eval(dir, "ok", &["--no-progress", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["pass_rate"].as_f64(), doc["pass_rate_floor"].as_f64()),
+        (Some(1.0), Some(0.75))
+    );
+}

@@ -4,7 +4,7 @@
 //! providing another implementation. [`LocalLauncher`] runs the command directly:
 //!
 //! ```text
-//! spawn (own process group, cleared env + given vars, stdin piped)
+//! spawn (own session and process group, no terminal, cleared env + given vars, stdin piped)
 //!   ├─ stdin writer: input bytes, then close
 //!   ├─ stdout/stderr readers: stream to trace files up to the cap, drain past it,
 //!   │                         keep a bounded tail of stdout
@@ -268,9 +268,8 @@ pub(crate) async fn run_local(
         )?),
         _ => None,
     };
-    // An absolute program path lets std use posix_spawn (vfork-like) instead of fork, which
-    // it cannot do when the child's PATH differs from ours and the program is a bare name.
-    // (A launch with a cgroup forks anyway: joining it is a `pre_exec` hook.)
+    // A bare program name is looked up on the launch's own PATH here, so which program runs
+    // never depends on hevo's PATH or on how std searches a cleared environment.
     let resolved = resolve_program(program, &spec.env);
     let mut cmd = tokio::process::Command::new(&resolved);
     cmd.args(&spec.argv[1..])
@@ -279,25 +278,27 @@ pub(crate) async fn run_local(
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0);
+        .stderr(std::process::Stdio::piped());
     let disk_limit = limits.and_then(|l| l.disk_mb);
     let file_size = disk_limit.map(crate::cgroup::mb_bytes);
     let fds = group.as_ref().map(|g| g.procs_fds());
-    if file_size.is_some() || fds.is_some() {
-        // SAFETY: `limit_file_size` is one system call; `join_all` only writes to
-        // descriptors that stay open until the spawn returns. Neither allocates.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(bytes) = file_size {
-                    crate::disk::limit_file_size(bytes)?;
-                }
-                match &fds {
-                    Some(fds) => crate::cgroup::join_all(fds),
-                    None => Ok(()),
-                }
-            });
-        }
+    // SAFETY: `setsid` and `limit_file_size` are one system call each; `join_all` only
+    // writes to descriptors that stay open until the spawn returns. None allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            // A session of its own, so also a process group of its own (the group the
+            // timeout and the cancel kill), and no controlling terminal: nothing the launch
+            // starts can open hevo's terminal (`/dev/tty`) to push keystrokes into the
+            // user's shell (`TIOCSTI`) or write past hevo's output.
+            nix::unistd::setsid()?;
+            if let Some(bytes) = file_size {
+                crate::disk::limit_file_size(bytes)?;
+            }
+            match &fds {
+                Some(fds) => crate::cgroup::join_all(fds),
+                None => Ok(()),
+            }
+        });
     }
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {

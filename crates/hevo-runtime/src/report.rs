@@ -109,6 +109,18 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
+    /// The trials of the split not scored: `infra_error` (after its retries) or not run.
+    /// [`EvalReport::pass_rate_floor`] counts each of them as a failure.
+    pub fn unscored_trials(&self) -> usize {
+        let scored: usize = self
+            .status_counts
+            .iter()
+            .filter(|(s, _)| TrialStatus::parse(s).is_some_and(TrialStatus::is_scored))
+            .map(|(_, n)| n)
+            .sum();
+        (self.tasks.len() * self.trials_per_task as usize).saturating_sub(scored)
+    }
+
     /// The trials that did not pass or fail, by class, in task order, named as
     /// `candidate` (the harness's name for `hevo eval`, the archive's name in a search).
     pub fn failures(&self, candidate: &str) -> Failures {

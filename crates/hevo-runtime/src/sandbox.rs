@@ -156,6 +156,9 @@ impl SandboxLauncher {
             "--unshare-uts",
             "--unshare-cgroup-try",
             "--die-with-parent",
+            // No controlling terminal inside (bwrap's fix for CVE-2017-5226), even if a
+            // launch ever starts in hevo's session: `/dev/tty` is bound by `--dev`.
+            "--new-session",
             "--hostname",
             "hevo-sandbox",
             // Started as root, the process inside keeps every capability of the new user

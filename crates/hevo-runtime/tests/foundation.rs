@@ -431,9 +431,11 @@ fn an_unscored_task_lowers_the_floor_not_the_pass_rate() {
     );
     assert_eq!((r.tasks_scored, r.pass_rate.value), (1, 1.0));
     assert_eq!(r.pass_rate_floor.value, 0.5);
+    assert_eq!(r.unscored_trials(), 1);
     assert_eq!(r.to_json()["pass_rate_floor"], 0.5);
     let r = eval::run(&plan, None).unwrap();
     assert_eq!((r.pass_rate.value, r.pass_rate_floor.value), (1.0, 1.0));
+    assert_eq!(r.unscored_trials(), 0);
 }
 
 #[test]
