@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use hevo_runtime::printable::printable;
+
 /// A command's failure: whose fault it is decides the exit code.
 #[derive(Debug)]
 pub enum CliError {
@@ -23,7 +25,8 @@ impl CliError {
             CliError::User(err) => (err, 2),
             CliError::Internal(err) => (err, 1),
         };
-        eprintln!("error: {}", chain_text(&err));
+        // Causes can quote a harness's or an agent's output.
+        eprintln!("error: {}", printable(&chain_text(&err)));
         ExitCode::from(code)
     }
 }

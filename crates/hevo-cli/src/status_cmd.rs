@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
+use hevo_runtime::printable::printable;
 use hevo_search::view::diff::diff_dirs;
 use hevo_search::view::series::spend_per_iteration;
 use hevo_search::view::{list_runs, CandidateView, RunView, ViewError};
@@ -325,7 +326,7 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
                 t.outcome,
                 t.trials,
                 t.status,
-                t.error.as_deref().unwrap_or("")
+                printable(t.error.as_deref().unwrap_or(""))
             );
         }
     }
@@ -334,8 +335,9 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
         Some(d) => {
             let _ = write!(
                 s,
-                "\ndiff against {}:\n{d}",
-                c.parent.as_deref().unwrap_or("")
+                "\ndiff against {}:\n{}",
+                c.parent.as_deref().unwrap_or(""),
+                printable(d)
             );
         }
         None => {}

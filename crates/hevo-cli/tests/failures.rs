@@ -301,3 +301,52 @@ fn eval_shows_the_pass_rate_with_unscored_trials_as_failures() {
         (Some(1.0), Some(0.75))
     );
 }
+
+/// A harness whose stderr and last stdout line carry terminal controls (clear the screen,
+/// set the window title, a carriage return to write a fake `pass rate` over hevo's line):
+/// hevo's failure block and inline lines show them escaped, never raw.
+#[test]
+fn a_harness_cannot_drive_the_terminal_through_its_failures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    write(
+        dir,
+        "ansi/harness.toml",
+        "entry = [\"sh\", \"harness.sh\"]\n",
+    );
+    write(
+        dir,
+        "ansi/harness.sh",
+        r#"read -r line
+case "$line" in
+  *crash*) printf 'boom\033[2J\033]0;pwned\007\rpass rate  100.0%%\n' >&2; exit 3;;
+  *garbage*) printf 'ok\033[H\302\233\342\200\256fake\n'; exit 0;;
+esac
+echo '"ok"'
+"#,
+    );
+    let out = eval(dir, "ansi", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| (c.is_control() && *c != '\n' && *c != '\t') || *c == '\u{202e}')
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "raw controls {raw:?} on hevo's {name}:\n{text}"
+        );
+    }
+    assert!(
+        stdout.contains(r"boom\u{1b}[2J\u{1b}]0;pwned\u{7}\u{d}pass rate  100.0%"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r"`ok\u{1b}[H\u{9b}\u{202e}fake`"),
+        "{stdout}"
+    );
+    assert!(stderr.contains(r"boom\u{1b}[2J"), "inline too:\n{stderr}");
+}

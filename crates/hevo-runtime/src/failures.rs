@@ -190,8 +190,11 @@ fn first_lines(text: &str) -> String {
         .join("\n")
 }
 
+/// One line as shown: cut at [`SHOWN_CHARS`], its control characters escaped (it can be a
+/// harness's output; see [`crate::printable`]).
 fn cut(line: &str) -> String {
-    let line = line.trim_end();
+    let line = crate::printable::printable(line.trim_end());
+    let line = line.as_ref();
     if line.chars().count() > SHOWN_CHARS {
         let mut s: String = line.chars().take(SHOWN_CHARS).collect();
         s.push_str("...");

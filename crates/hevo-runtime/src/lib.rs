@@ -47,6 +47,7 @@ pub mod launch;
 pub mod limits;
 pub mod model_access;
 mod prepare;
+pub mod printable;
 pub mod report;
 pub mod rt;
 pub mod run_lock;

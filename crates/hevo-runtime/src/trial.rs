@@ -437,6 +437,7 @@ pub fn parse_answer(tail: &[u8]) -> Result<(Value, Option<Value>), String> {
         Ok(v) => Ok((v, None)),
         Err(e) => {
             let shown: String = line.chars().take(200).collect();
+            let shown = crate::printable::printable(&shown);
             Err(format!(
                 "the last stdout line is not JSON ({e}): `{shown}` (print e.g. \"positive\" \
                  with quotes, or {{\"answer\": ...}})"

@@ -166,7 +166,8 @@ fn transcript_tail(dir: &Path) -> String {
             .rev()
             .nth(TAIL_CHARS)
             .map_or(0, |(i, _)| i);
-        out.push_str(&format!("; the end of its {name}: {}", &text[start..]));
+        let tail = hevo_runtime::printable::printable(&text[start..]);
+        out.push_str(&format!("; the end of its {name}: {tail}"));
     }
     out
 }
