@@ -182,7 +182,8 @@ impl Walker {
                 open.pop();
                 continue;
             };
-            if depth >= MAX_DEPTH {
+            // `name` lies at depth `depth` (the root's folders at 1).
+            if depth > MAX_DEPTH {
                 self.usage.too_deep = true;
                 continue;
             }
@@ -351,10 +352,16 @@ mod tests {
         }
         nix::unistd::close(fd).unwrap();
         assert!(usage(&[t.path().into()]).too_deep);
-        // A tree at the depth limit is measured whole.
-        let shallow = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(shallow.path().join("a/b/c")).unwrap();
-        assert!(!usage(&[shallow.path().into()]).too_deep);
+        // A tree exactly at the depth limit is measured whole, one folder more is too deep.
+        let at_limit = tempfile::tempdir().unwrap();
+        let chain = "d/".repeat(MAX_DEPTH);
+        std::fs::create_dir_all(at_limit.path().join(&chain)).unwrap();
+        std::fs::write(at_limit.path().join(&chain).join("f"), vec![1u8; 8192]).unwrap();
+        let u = usage(&[at_limit.path().into()]);
+        assert!(!u.too_deep, "{MAX_DEPTH} folders deep is not too deep");
+        assert_eq!(u.largest_file, 8192, "the file at the bottom is counted");
+        std::fs::create_dir(at_limit.path().join(&chain).join("d")).unwrap();
+        assert!(usage(&[at_limit.path().into()]).too_deep);
         // (std removes the deep tree with `unlinkat`, relative to each open folder.)
     }
 
