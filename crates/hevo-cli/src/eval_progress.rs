@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use hevo_runtime::executor::ProgressEvent;
 use hevo_runtime::failures::{self, Failures, TrialRef};
+use hevo_search::run::clock;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How progress is shown.
@@ -50,6 +51,7 @@ impl Mode {
 pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
     let mut bar: Option<ProgressBar> = None;
     let mut last_line = Instant::now();
+    let mut started = Instant::now();
     let mut pending_line: Option<String> = None;
     let mut seen = std::collections::HashSet::new();
     for ev in rx {
@@ -59,6 +61,7 @@ pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
                 already_done,
                 jobs,
             } => {
+                started = Instant::now();
                 if mode != Mode::Quiet {
                     if already_done > 0 {
                         eprintln!(
@@ -142,7 +145,7 @@ pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
                     b.set_position(done as u64);
                     b.set_message(msg);
                 } else if mode == Mode::Lines {
-                    let line = format!("hevo: {done}/{total} trials done, {msg}");
+                    let line = lines_line(done, total, &msg, started.elapsed().as_secs_f64());
                     if done == total || last_line.elapsed() >= Duration::from_secs(1) {
                         eprintln!("{line}");
                         last_line = Instant::now();
@@ -170,9 +173,32 @@ pub fn render(rx: mpsc::Receiver<ProgressEvent>, mode: Mode) {
     }
 }
 
+/// One progress line of [`Mode::Lines`]: `done` of `total` trials, `msg`, the time since the
+/// run started and an ETA from the rate so far.
+fn lines_line(done: usize, total: usize, msg: &str, elapsed_s: f64) -> String {
+    let eta = elapsed_s / done.max(1) as f64 * total.saturating_sub(done) as f64;
+    format!(
+        "hevo: {done}/{total} trials done, {msg}, {} elapsed, ETA {}",
+        clock(elapsed_s),
+        clock(eta)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::Mode;
+
+    #[test]
+    fn a_plain_line_has_the_elapsed_time_and_an_eta_from_the_rate() {
+        assert_eq!(
+            super::lines_line(23, 50, "mean outcome 0.826", 46.0),
+            "hevo: 23/50 trials done, mean outcome 0.826, 0:46 elapsed, ETA 0:54"
+        );
+        assert_eq!(
+            super::lines_line(50, 50, "mean outcome 1.000", 3725.0),
+            "hevo: 50/50 trials done, mean outcome 1.000, 1:02:05 elapsed, ETA 0:00"
+        );
+    }
 
     #[test]
     fn the_mode_follows_the_flag_the_terminal_and_ci() {

@@ -61,6 +61,10 @@ fn a_terminal_gets_a_bar_ci_gets_lines_and_no_progress_gets_nothing() {
 
     let ci = on_a_terminal(&eval_line(&tmp.path().join("ci"), ""), Some("true"));
     assert!(ci.contains("trials done"), "plain lines in CI:\n{ci}");
+    assert!(
+        ci.contains(" elapsed, ETA "),
+        "a plain line has the elapsed time and an ETA:\n{ci}"
+    );
     assert!(!has_color(&ci), "{ci:?}");
 
     let quiet = on_a_terminal(&eval_line(&tmp.path().join("quiet"), "--no-progress"), None);
