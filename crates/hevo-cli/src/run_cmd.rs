@@ -222,11 +222,6 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 .or(layer.default_model.clone())
                 .or_else(|| layer.models.first().map(|m| m.name.clone()))
                 .ok_or_else(|| CliError::user("an `llm` proposer needs a model: set `[proposer] model` and a `[model]` route"))?;
-            if model.access().is_none() {
-                return Err(CliError::user(
-                    "an `llm` proposer needs a model gateway: `[model]` is empty",
-                ));
-            }
             Box::new(LlmProposer {
                 model: model_name,
                 model_env: model.proposer_env(&run_dir.join("proposer")),

@@ -568,3 +568,35 @@ fn a_harness_filling_its_folder_under_eval_disk_mb_stops_there_with_its_cause() 
         );
     }
 }
+
+/// An agent preset calls its model through hevo's gateway: with an empty `[model]` (as in
+/// the threshold example, whose params proposer calls none) it used to run phase 0 and
+/// then fail at its first proposal. It is refused before anything runs.
+#[test]
+fn an_agent_proposer_without_a_model_is_refused_before_phase_0() {
+    let d = tempfile::tempdir().unwrap();
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threshold");
+    let dir = d.path().join("threshold");
+    let copied = Command::new("cp")
+        .args(["-r", &ex.to_string_lossy(), &dir.to_string_lossy()])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let _ = std::fs::remove_dir_all(dir.join("runs"));
+    let toml = dir.join("hevo.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!("{text}\n[proposer]\nkind = \"agent\"\npreset = \"claude\"\n"),
+    )
+    .unwrap();
+    let e = user_error(
+        &hevo(&["run", &dir.to_string_lossy()]),
+        &[
+            "hevo.toml:8: `model` has no backend, but `[proposer] preset = \"claude\"`",
+            "docs/models.md",
+        ],
+    );
+    assert!(!e.contains("phase 0"), "{e}");
+    assert!(!dir.join("runs").exists(), "nothing ran: {e}");
+}

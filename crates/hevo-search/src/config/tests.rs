@@ -85,11 +85,29 @@ fn bad_values_name_the_key_and_the_fix() {
         ("name = \"\"", "`name`"),
         ("name = \"a/b\"", "`name`"),
         ("name = \"..\"", "`name`"),
+        (
+            "[proposer]\nkind = \"agent\"\npreset = \"claude\"\n[model]",
+            "hevo.toml:6: `model` has no backend, but `[proposer] preset = \"claude\"`",
+        ),
+        (
+            "[proposer]\nkind = \"llm\"\n[model]",
+            "hevo.toml:5: `model` has no backend, but `[proposer] kind = \"llm\"`",
+        ),
     ];
     for (extra, key) in cases {
         let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");
         let msg = parse(&text).unwrap_err().to_string();
         assert!(msg.contains(key), "{extra}: {msg}");
+    }
+}
+
+/// An empty `[model]` is for runs whose proposer calls no model: the params proposer, or
+/// an agent `command` of the user's own.
+#[test]
+fn an_empty_model_table_is_fine_for_a_proposer_that_calls_none() {
+    for proposer in ["", "[proposer]\nkind = \"agent\"\ncommand = [\"my-agent\"]"] {
+        let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{proposer}\n[model]\n");
+        assert!(parse(&text).is_ok(), "{proposer}: {:?}", parse(&text).err());
     }
 }
 

@@ -56,6 +56,28 @@ impl RunConfig {
                 _ => {}
             }
         }
+        // A proposer that calls a model does so through the gateway: an empty `[model]`
+        // (no backend, on purpose: runs whose proposer needs none) leaves it nothing to
+        // call, and it would fail only after phase 0.
+        let caller = match (self.proposer.kind.as_str(), &self.proposer.preset) {
+            ("llm", _) => Some("`[proposer] kind = \"llm\"`".to_string()),
+            ("agent", Some(p)) if self.proposer.command.is_none() => {
+                Some(format!("`[proposer] preset = \"{p}\"`"))
+            }
+            _ => None,
+        };
+        if let (Some(caller), Some(layer)) = (caller, &self.model) {
+            if layer.backends.is_empty() {
+                return Err(bad(
+                    "model",
+                    format!(
+                        "has no backend, but {caller} calls its model through hevo's gateway: \
+                         add a backend and a route (docs/models.md), or remove `[model]` to \
+                         use the embedded local model"
+                    ),
+                ));
+            }
+        }
         for name in self.proposer.env.keys() {
             if RESERVED_AGENT_VARS.contains(&name.as_str()) {
                 return Err(bad(
