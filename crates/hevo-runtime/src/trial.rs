@@ -435,6 +435,12 @@ pub fn parse_answer(tail: &[u8]) -> Result<(Value, Option<Value>), String> {
             Ok((answer, Some(Value::Object(obj))))
         }
         Ok(v) => Ok((v, None)),
+        Err(_) if tail.len() >= ANSWER_TAIL_BYTES && starts_the_tail(&text, line) => Err(format!(
+            "the last stdout line is longer than {} KiB, the most of stdout hevo reads for \
+             the answer, so it was not read whole: print a shorter answer (write a large \
+             output to a file in the working directory)",
+            ANSWER_TAIL_BYTES / 1024
+        )),
         Err(e) => {
             let shown: String = line.chars().take(200).collect();
             let shown = crate::printable::printable(&shown);
@@ -444,6 +450,13 @@ pub fn parse_answer(tail: &[u8]) -> Result<(Value, Option<Value>), String> {
             ))
         }
     }
+}
+
+/// Whether `line` (a slice of `text`) has no line break before it in `text`: in a tail cut
+/// from longer output, it began before the tail.
+fn starts_the_tail(text: &str, line: &str) -> bool {
+    let at = (line.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+    !text.get(..at).is_some_and(|before| before.contains('\n'))
 }
 
 /// Copies the contents of `from` into `to` (recursively; symlinks are followed), leaving
@@ -498,6 +511,22 @@ mod tests {
         assert_eq!(a, serde_json::json!("positive"));
         assert!(parse_answer(b"positive\n").is_err());
         assert!(parse_answer(b"  \n").is_err());
+    }
+
+    #[test]
+    fn an_answer_line_longer_than_the_tail_is_named_as_such() {
+        // The last ANSWER_TAIL_BYTES of a 400 KB JSON string: its start was cut off.
+        let mut tail = vec![b'h'; ANSWER_TAIL_BYTES - 2];
+        tail.extend_from_slice(b"\"\n");
+        let e = parse_answer(&tail).unwrap_err();
+        assert!(e.contains("longer than 256 KiB"), "{e}");
+        // A short bad line after other output in a full tail is only not JSON.
+        let mut tail = vec![b'x'; ANSWER_TAIL_BYTES - 10];
+        tail.extend_from_slice(b"\nnot json\n");
+        let e = parse_answer(&tail).unwrap_err();
+        assert!(e.contains("is not JSON"), "{e}");
+        // So is a whole line in a tail that is not full.
+        assert!(parse_answer(b"hhhh\n").unwrap_err().contains("is not JSON"));
     }
 
     #[test]
