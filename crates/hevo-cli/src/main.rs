@@ -38,7 +38,14 @@ pub use cli_error::CliError;
                   evaluates them on task suites, spending the evaluation budget only where \
                   candidates disagree and counting every token and dollar.\n\n\
                   Exit codes: 0 success, 1 internal failure, 2 a mistake in your input \
-                  (the message names the file, line and fix)."
+                  (the message names the file, line and fix).",
+    after_help = "Examples:\n  \
+    hevo run examples/threshold --finalize     a search in seconds, no model needed\n  \
+    hevo eval examples/sentiment/harness-rules --suite examples/sentiment --no-model\n  \
+    hevo status examples/threshold/runs/threshold   where a run stands, also while it runs\n  \
+    hevo report examples/threshold/runs/threshold\n  \
+    hevo replay --synth 60x200 --rho 0.2,0.07  compare strategies offline, at no cost\n\n\
+    Every command takes --help; most take --json. The walkthrough: docs/guide.md"
 )]
 struct Cli {
     #[command(subcommand)]
