@@ -55,3 +55,83 @@ fn the_openai_sdk_reaches_the_gateway_from_inside_the_sandbox() {
     assert_eq!(v["status_counts"]["pass"], 1, "{v}\n{stderr}");
     assert_eq!(v["tokens"]["calls"], 1, "{v}");
 }
+
+/// Calls the gateway 30 times with a key hevo never issued, from inside the sandbox.
+const FORGED_KEY_LOOP: &str = r#"
+import json, os, sys, urllib.request, urllib.error
+sys.stdin.read()
+url = os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages"
+body = json.dumps({"model": "claude-test", "max_tokens": 4,
+                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+refused, said = 0, ""
+for _ in range(30):
+    req = urllib.request.Request(url, data=body, headers={
+        "x-api-key": "sk-forged-0000", "anthropic-version": "2023-06-01",
+        "content-type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10)
+    except urllib.error.HTTPError as e:
+        refused += e.code == 401
+        said = e.read().decode()
+print(said, file=sys.stderr)
+print(json.dumps(f"refused {refused}"))
+"#;
+
+/// A sandboxed harness looping on a key that is not its own gets 401 every time, told that
+/// it is not this sandbox's key, and hevo logs the refusals once, not once per call (a
+/// harness could otherwise flood hevo's stderr).
+#[test]
+fn refused_keys_are_logged_once_per_trial() {
+    if !Path::new("/usr/bin/bwrap").exists() {
+        assert!(
+            std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
+            "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
+        );
+        eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    one_task(d.path(), ("python3", "h.py", FORGED_KEY_LOOP), "refused 30");
+    // The backend is never reached: every call is refused before it is read.
+    let config = d.path().join("hevo.toml");
+    std::fs::write(
+        &config,
+        r#"suite = "suite"
+seeds = ["h"]
+[model]
+[[model.backends]]
+name = "closed"
+kind = "anthropic"
+base_url = "http://127.0.0.1:9"
+api_key_env = "HEVO_TEST_UNUSED_KEY"
+[[model.models]]
+name = "claude-test"
+backend = "closed"
+[model.prices."claude-test"]
+input = 1.0
+output = 4.0
+"#,
+    )
+    .unwrap();
+    let out = eval_command(d.path())
+        .arg("--model-config")
+        .arg(&config)
+        .env("HEVO_TEST_UNUSED_KEY", "unused")
+        .env("HEVO_SANDBOX", "require")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
+    assert_eq!(v["sandbox"], "bwrap");
+    assert_eq!(v["status_counts"]["pass"], 1, "{v}\n{stderr}");
+    assert_eq!(v["tokens"]["calls"], 0, "nothing billed: {v}");
+    assert_eq!(
+        stderr.matches("refused a trial key").count(),
+        1,
+        "one line for 30 refusals:\n{stderr}"
+    );
+    let trace = v["tasks"][0]["details"][0]["trace"].as_str().unwrap();
+    let told = std::fs::read_to_string(format!("{trace}.stderr")).unwrap();
+    assert!(told.contains("not this sandbox's trial key"), "{told}");
+}

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 use axum::Extension;
 use tokio::task::JoinHandle;
 
-use super::{ApiError, Dialect, ErrorKind, Gateway, Inner};
+use super::{ApiError, Dialect, ErrorKind, Gateway, Inner, Trial};
 use crate::error::LlmError;
 
 /// Every live gateway of this process.
@@ -90,8 +90,16 @@ impl Gateway {
         via: Option<&Via>,
         dialect: Dialect,
     ) -> Result<(), ApiError> {
-        let refuse = |message: &str| -> Result<(), ApiError> {
-            tracing::warn!("refused a trial key outside its sandbox");
+        // Logged once per trial: a harness looping on refused calls would otherwise flood
+        // hevo's stderr with one line per call.
+        let refuse = |trial: Option<Arc<Trial>>, message: &str| -> Result<(), ApiError> {
+            if let Some(t) = trial.filter(|t| t.refusals.fetch_add(1, Ordering::SeqCst) == 0) {
+                tracing::warn!(
+                    trial = %t.id,
+                    "refused a trial key used outside its sandbox (further refusals for this \
+                     trial are not logged)"
+                );
+            }
             Err(ApiError::new(
                 dialect,
                 ErrorKind::Authentication,
@@ -100,20 +108,24 @@ impl Gateway {
         };
         match via {
             Some(Via(own)) if **own != *key => refuse(
-                "invalid API key: this key belongs to another trial's sandbox (each sandboxed \
-                 trial's key works only inside its own sandbox; nothing was billed)",
+                self.trial_of(own),
+                if self.trial_of(key).is_some() {
+                    "invalid API key: this key belongs to another trial's sandbox (each \
+                     sandboxed trial's key works only inside its own sandbox; nothing was billed)"
+                } else {
+                    "invalid API key: not this sandbox's trial key (a sandboxed trial's key is \
+                     in its OPENAI_API_KEY and ANTHROPIC_API_KEY; nothing was billed)"
+                },
             ),
             Some(_) => Ok(()),
-            None if self
-                .trial_of(key)
-                .is_some_and(|t| t.bound.load(Ordering::SeqCst)) =>
-            {
-                refuse(
+            None => match self.trial_of(key) {
+                Some(t) if t.bound.load(Ordering::SeqCst) => refuse(
+                    Some(t),
                     "invalid API key: this trial key is bound to its sandbox and works only \
                      through the gateway socket inside it, not over TCP (nothing was billed)",
-                )
-            }
-            None => Ok(()),
+                ),
+                _ => Ok(()),
+            },
         }
     }
 }

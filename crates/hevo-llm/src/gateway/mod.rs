@@ -101,6 +101,9 @@ struct Trial {
     budget: Budget,
     /// Bound to its sandbox's socket ([`Gateway::serve_bound`]): refused over TCP.
     bound: std::sync::atomic::AtomicBool,
+    /// Keys refused on its sandbox's socket, or its own key refused over TCP: only the
+    /// first is logged ([`Gateway::check_binding`]).
+    refusals: std::sync::atomic::AtomicU64,
     /// Its calls not ended yet ([`Gateway::close_trial`] waits for them).
     live: Live,
 }

@@ -82,6 +82,7 @@ impl Gateway {
                 caps.bytes_in_flight(Scope::Trial),
             ),
             bound: std::sync::atomic::AtomicBool::new(false),
+            refusals: std::sync::atomic::AtomicU64::new(0),
             live: Live::default(),
         });
         match self
