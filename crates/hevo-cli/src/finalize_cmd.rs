@@ -35,7 +35,7 @@ pub struct FinalizeArgs {
     #[arg(value_name = "RUN")]
     pub run: PathBuf,
     /// Trials per test task.
-    #[arg(long, default_value_t = 1, value_parser = count::<u32>)]
+    #[arg(long, default_value_t = 1, value_parser = crate::num_args::trials)]
     pub trials: u32,
     /// Concurrent trials [default: number of cores].
     #[arg(long, value_parser = count::<usize>)]
