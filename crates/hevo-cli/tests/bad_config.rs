@@ -66,3 +66,64 @@ fn trials_out_of_range_are_refused_at_load() {
     ]);
     refused_before_work(&o, &dir, &["--trials", "is 0: give between 1 and 10000"]);
 }
+
+/// A typo in `seeds` or `suite` used to surface as `cannot read /…/sed` from inside a run
+/// directory already made, naming neither hevo.toml, its line nor the key.
+#[test]
+fn a_seed_or_suite_that_is_no_folder_is_named_by_its_key_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("seeds");
+    threshold_copy(&dir, &[("seeds = [\"seed\"]", "seeds = [\"sed\"]")]);
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &[
+            "hevo.toml:4: `seeds` names `sed`, which does not exist",
+            "seeds name folders holding harness.toml, relative to hevo.toml",
+        ],
+    );
+    let dir = tmp.path().join("no-harness");
+    threshold_copy(&dir, &[("seeds = [\"seed\"]", "seeds = [\"runs-not\"]")]);
+    std::fs::create_dir(dir.join("runs-not")).unwrap();
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &["`seeds` names `runs-not`, which holds no harness.toml"],
+    );
+    let dir = tmp.path().join("suite");
+    threshold_copy(&dir, &[("suite = \".\"", "suite = \"nosuite\"")]);
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &[
+            "hevo.toml:3: `suite` is `nosuite`, which does not exist",
+            "suite names the folder holding suite.toml and tasks.jsonl",
+        ],
+    );
+}
+
+/// A suite without `val` tasks used to be found only after the run directory was made.
+#[test]
+fn a_suite_without_val_tasks_is_refused_before_a_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[]);
+    keep_tasks(&dir, |l| !l.contains("\"split\": \"val\""));
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &["has no `val` tasks: the search evaluates candidates on the validation split"],
+    );
+}
+
+/// Keeps the lines of the copy's tasks.jsonl for which `keep` holds (some are dropped).
+fn keep_tasks(dir: &Path, keep: impl Fn(&str) -> bool) {
+    let tasks = std::fs::read_to_string(dir.join("tasks.jsonl")).unwrap();
+    let kept: String = tasks
+        .lines()
+        .filter(|l| keep(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(kept.len() < tasks.len());
+    std::fs::write(dir.join("tasks.jsonl"), kept).unwrap();
+}
