@@ -12,7 +12,7 @@ use crate::CliError;
 pub fn before_work(
     config: &RunConfig,
     config_file: &Path,
-    _finalize: bool,
+    finalize: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<(), CliError> {
     config.check_seeds(config_file).map_err(CliError::user)?;
@@ -23,7 +23,12 @@ pub fn before_work(
         }
     }
     config.check_suite(config_file).map_err(CliError::user)?;
-    let suite = hevo_runtime::suite::Suite::load(&suite_dir).map_err(CliError::user)?;
+    let suite = if finalize {
+        hevo_search::finalize::test_suite(&suite_dir)
+            .map_err(crate::finalize_cmd::finalize_error)?
+    } else {
+        hevo_runtime::suite::Suite::load(&suite_dir).map_err(CliError::user)?
+    };
     hevo_search::run::val_split(&suite, &suite_dir).map_err(CliError::user)?;
     Ok(())
 }

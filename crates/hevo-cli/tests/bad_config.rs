@@ -127,3 +127,40 @@ fn keep_tasks(dir: &Path, keep: impl Fn(&str) -> bool) {
     assert!(kept.len() < tasks.len());
     std::fs::write(dir.join("tasks.jsonl"), kept).unwrap();
 }
+
+/// Without `test` tasks, `--finalize` used to run the whole search and then print `NaN`
+/// and an interval of [-inf, +inf] with exit 0 (`hevo finalize` too, and `--json` with
+/// nulls). Now it is refused before the search; a run without `--finalize` still works,
+/// and `hevo finalize` on it is refused before any test line.
+#[test]
+fn finalize_without_test_tasks_is_refused_before_the_search() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[]);
+    keep_tasks(&dir, |l| !l.contains("\"split\": \"test\""));
+    let said = [
+        "has no `test` tasks: finalize measures the pick on the test split",
+        "add tasks with \"split\": \"test\" to",
+        "tasks.jsonl",
+    ];
+    refused_before_work(&run(&dir, &["--finalize"]), &dir, &said);
+    let o = run(&dir, &["--no-progress", "--jobs", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run_dir = dir.join("runs/t");
+    for json in [&[][..], &["--json"][..]] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["finalize".as_ref(), run_dir.as_os_str()];
+        args.extend(json.iter().map(|a| std::ffi::OsStr::new(a)));
+        let o = hevo(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{json:?}: {e}");
+        assert!(said.iter().all(|s| e.contains(s)), "{json:?}: {e}");
+        assert!(
+            !e.contains("hevo: test:") && o.stdout.is_empty(),
+            "{json:?}: {e}"
+        );
+        assert!(
+            !run_dir.join("test").exists(),
+            "{json:?}: a test store was made"
+        );
+    }
+}
