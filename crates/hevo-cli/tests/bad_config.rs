@@ -164,3 +164,30 @@ fn finalize_without_test_tasks_is_refused_before_the_search() {
         );
     }
 }
+
+/// An empty tasks.jsonl used to be reported as a suite without `val` tasks, with the advice
+/// to pick another `--split`: wrong when there is no task at all. Now the file is named,
+/// with the format to write, by `hevo eval` and `hevo run` alike.
+#[test]
+fn an_empty_tasks_file_is_named_with_the_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    support::one_task(tmp.path(), ("sh", "h.sh", "echo '\"x\"'"), "x");
+    std::fs::write(tmp.path().join("suite/tasks.jsonl"), "\n").unwrap();
+    let o = support::eval_command(tmp.path())
+        .arg("--no-model")
+        .output()
+        .unwrap();
+    let said = [
+        "tasks.jsonl: has no tasks: write one JSON object per line",
+        "\"split\": \"val\"",
+    ];
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(said.iter().all(|s| e.contains(s)), "{e}");
+    assert!(!e.contains("--split"), "{e}");
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[]);
+    std::fs::write(dir.join("tasks.jsonl"), "").unwrap();
+    let e = refused_before_work(&run(&dir, &[]), &dir, &said);
+    assert!(!e.contains("no `val` tasks"), "{e}");
+}
