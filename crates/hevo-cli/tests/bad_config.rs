@@ -149,7 +149,7 @@ fn finalize_without_test_tasks_is_refused_before_the_search() {
     let run_dir = dir.join("runs/t");
     for json in [&[][..], &["--json"][..]] {
         let mut args: Vec<&std::ffi::OsStr> = vec!["finalize".as_ref(), run_dir.as_os_str()];
-        args.extend(json.iter().map(|a| std::ffi::OsStr::new(a)));
+        args.extend(json.iter().map(std::ffi::OsStr::new));
         let o = hevo(&args);
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{json:?}: {e}");
