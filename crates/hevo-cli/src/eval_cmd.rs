@@ -46,7 +46,7 @@ pub struct Args {
     #[arg(long, default_value = "val", value_parser = ["train", "val", "test"])]
     pub split: String,
     /// Trials per task (repetitions; their mean is the task's outcome).
-    #[arg(long, default_value_t = 1, value_name = "R", value_parser = count::<u32>)]
+    #[arg(long, default_value_t = 1, value_name = "R", value_parser = crate::num_args::trials)]
     pub trials: u32,
     /// Trials run at the same time [default: number of cores].
     #[arg(long, value_name = "N", value_parser = count::<usize>)]

@@ -35,7 +35,7 @@ pub struct FinalizeArgs {
     #[arg(value_name = "RUN")]
     pub run: PathBuf,
     /// Trials per test task.
-    #[arg(long, default_value_t = 1, value_parser = count::<u32>)]
+    #[arg(long, default_value_t = 1, value_parser = crate::num_args::trials)]
     pub trials: u32,
     /// Concurrent trials [default: number of cores].
     #[arg(long, value_parser = count::<usize>)]
@@ -232,6 +232,8 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
         .map_err(|e| CliError::user(format!("{}: {e}", record_path.display())))?;
     let (config, config_file) = RunConfig::load(&record.config_file).map_err(CliError::user)?;
     let suite_dir = config.resolve(&config_file, &config.suite);
+    // The suite is checked before the model layer starts: a run without test tasks stops here.
+    hevo_search::finalize::test_suite(&suite_dir).map_err(finalize_error)?;
     let progress = !args.no_progress;
     let mut log = |line: &str| {
         if progress {

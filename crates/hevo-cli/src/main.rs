@@ -16,6 +16,7 @@ mod num_args;
 mod replay_cmd;
 mod replay_progress;
 mod report_cmd;
+mod run_checks;
 mod run_cmd;
 mod status_cmd;
 mod tests_cmd;

@@ -20,6 +20,16 @@ pub fn count<T: TryFrom<i128>>(s: &str) -> Result<T, String> {
     T::try_from(n).map_err(|_| format!("{n} is too large: give a smaller whole number"))
 }
 
+/// `--trials`: a whole number in hevo's range of trials per task, refused while the
+/// arguments are parsed (before anything runs or prints) in the words of `[search] trials`.
+pub fn trials(s: &str) -> Result<u32, String> {
+    let n = count::<u32>(s)?;
+    match hevo_runtime::limits::trials_problem(n) {
+        Some(problem) => Err(problem),
+        None => Ok(n),
+    }
+}
+
 /// `--jobs`: its value, else the number of cores; 0 is a user error (exit 2).
 pub fn jobs(flag: Option<usize>) -> Result<usize, CliError> {
     match flag {
@@ -48,6 +58,9 @@ mod tests {
         assert!(count::<usize>("x")
             .unwrap_err()
             .contains("not a whole number"));
+        assert!(trials("0").unwrap_err().contains("between 1 and 10000"));
+        assert!(trials("10001").is_err());
+        assert_eq!(trials("3"), Ok(3));
         assert!(jobs(Some(0)).is_err());
         assert_eq!(jobs(Some(3)).unwrap(), 3);
     }

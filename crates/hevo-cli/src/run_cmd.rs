@@ -118,28 +118,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
         }
     };
     let suite_dir = config.resolve(&config_file, &config.suite);
-    if !suite_dir.join("tasks.jsonl").exists() {
-        if let Some(setup) = &config.setup {
-            log(&format!(
-                "suite `{}` is missing: running setup `{}`",
-                suite_dir.display(),
-                setup.join(" ")
-            ));
-            let status = std::process::Command::new(&setup[0])
-                .args(&setup[1..])
-                .current_dir(config_file.parent().unwrap_or(Path::new(".")))
-                .status()
-                .map_err(|e| {
-                    CliError::user(format!("cannot run setup `{}`: {e}", setup.join(" ")))
-                })?;
-            if !status.success() {
-                return Err(CliError::user(format!(
-                    "setup `{}` failed ({status})",
-                    setup.join(" ")
-                )));
-            }
-        }
-    }
+    crate::run_checks::before_work(&config, &config_file, args.finalize, &mut log)?;
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", run_dir.display())))?;
     log(&format!("run directory: {}", run_dir.display()));

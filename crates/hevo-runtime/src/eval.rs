@@ -236,12 +236,8 @@ impl EvalPlan {
 
 /// Loads and validates everything, and picks the run directory. Runs nothing.
 pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
-    if options.trials == 0 || options.trials > crate::limits::MAX_TRIALS {
-        return Err(EvalError::Option(format!(
-            "`--trials` = {} must be between 1 and {}",
-            options.trials,
-            crate::limits::MAX_TRIALS
-        )));
+    if let Some(problem) = crate::limits::trials_problem(options.trials) {
+        return Err(EvalError::Option(format!("`--trials` {problem}")));
     }
     if options.jobs == 0 {
         return Err(EvalError::Option("`--jobs` must be at least 1".into()));

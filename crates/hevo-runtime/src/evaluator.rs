@@ -279,12 +279,8 @@ impl Evaluator {
         batch: &Batch<'_>,
         progress: Option<mpsc::Sender<ProgressEvent>>,
     ) -> Result<EvalReport, EvalError> {
-        if batch.trials == 0 || batch.trials > crate::limits::MAX_TRIALS {
-            return Err(EvalError::Option(format!(
-                "trials per task = {} must be between 1 and {}",
-                batch.trials,
-                crate::limits::MAX_TRIALS
-            )));
+        if let Some(problem) = crate::limits::trials_problem(batch.trials) {
+            return Err(EvalError::Option(format!("trials per task {problem}")));
         }
         if let Some(reason) = self.config.cancel.reason() {
             return Err(EvalError::Interrupted { done: 0, reason });

@@ -12,6 +12,13 @@ pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// The most repetitions per task hevo accepts.
 pub const MAX_TRIALS: u32 = 10_000;
 
+/// What is wrong with `n` trials per task (`[search] trials`, `--trials`), if anything:
+/// every place that takes a count of trials checks it here, so all say the same range.
+pub fn trials_problem(n: u32) -> Option<String> {
+    (n == 0 || n > MAX_TRIALS)
+        .then(|| format!("is {n}: give between 1 and {MAX_TRIALS} trials per task"))
+}
+
 /// `secs` as a duration, if it is a number of seconds in `[0, MAX_SECONDS]`.
 pub fn seconds(secs: f64) -> Option<Duration> {
     (secs.is_finite() && (0.0..=MAX_SECONDS).contains(&secs))
@@ -54,5 +61,15 @@ mod tests {
             "`--timeout` is 0: use a positive number of seconds"
         );
         assert_eq!(time_limit("x", 2.0), Ok(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn trial_counts_outside_1_to_max_are_refused() {
+        assert_eq!(trials_problem(1), None);
+        assert_eq!(trials_problem(MAX_TRIALS), None);
+        for bad in [0, MAX_TRIALS + 1, u32::MAX] {
+            let p = trials_problem(bad).unwrap();
+            assert!(p.contains("between 1 and 10000"), "{p}");
+        }
     }
 }

@@ -255,6 +255,17 @@ pub enum FinalizeError {
     /// The suite is invalid (a user error).
     #[error(transparent)]
     Suite(#[from] hevo_runtime::suite::SuiteError),
+    /// The suite has no `test` tasks to measure on (a user error).
+    #[error(
+        "suite `{}` has no `test` tasks: finalize measures the pick on the test split; add \
+         tasks with \"split\": \"test\" to {}",
+        dir.display(),
+        dir.join("tasks.jsonl").display()
+    )]
+    NoTestTasks {
+        /// The suite directory.
+        dir: PathBuf,
+    },
     /// Evaluating a candidate on the test split failed.
     #[error("testing `{candidate}`: {source}")]
     Eval {
@@ -272,10 +283,22 @@ impl FinalizeError {
         match self {
             FinalizeError::NotARunDir { .. }
             | FinalizeError::MissingCandidate { .. }
-            | FinalizeError::Suite(_) => true,
+            | FinalizeError::Suite(_)
+            | FinalizeError::NoTestTasks { .. } => true,
             FinalizeError::Eval { source, .. } => source.is_user_error(),
         }
     }
+}
+
+/// Loads the suite finalize measures on, refusing one without `test` tasks. Called before
+/// any work: by `hevo run --finalize` before its search, by `hevo finalize` before its model
+/// layer starts, and by [`finalize`] itself.
+pub fn test_suite(suite_dir: &Path) -> Result<Suite, FinalizeError> {
+    let suite = Suite::load(suite_dir)?;
+    if suite.split(Split::Test).is_empty() {
+        return Err(FinalizeError::NoTestTasks { dir: suite.dir });
+    }
+    Ok(suite)
 }
 
 /// Evaluates the pick, the seeds and the frontier on the test split, with one evaluator
@@ -326,7 +349,7 @@ pub fn finalize(
         }
     }
     let test_dir = run_dir.join("test");
-    let suite = Suite::load(suite_dir)?;
+    let suite = test_suite(suite_dir)?;
     let suite_tasks: Vec<String> = suite
         .split(Split::Test)
         .iter()

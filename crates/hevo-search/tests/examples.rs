@@ -1,5 +1,6 @@
-//! Every example's configuration and seed harnesses load, so a user's first command does
-//! not fail on a typo in what we ship.
+//! Every example's configuration and seed harnesses load, and so does every whole
+//! `hevo.toml` the docs show, so a user's first command does not fail on a typo in what we
+//! ship or a key the docs got wrong.
 
 use std::path::Path;
 
@@ -35,6 +36,53 @@ fn every_example_config_and_seed_loads() {
         seen >= 4,
         "expected the classify (and its pareto), sentiment and threshold searches, saw {seen}"
     );
+}
+
+/// Every ```toml block of docs/*.md that is a whole `hevo.toml` (it has `seeds =`) parses
+/// and validates with the real parser: docs/config.md's full example once combined
+/// `[harnesspro]` with `kind = "pass_rate"`, which hevo refuses.
+#[test]
+fn every_whole_config_in_the_docs_loads() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension() != Some("md".as_ref()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (line, block) in toml_blocks(&text) {
+            if !block.contains("\nseeds = ") {
+                continue;
+            }
+            let name = format!("{} (the block from line {line})", file.display());
+            RunConfig::parse(&block, Path::new(&name))
+                .unwrap_or_else(|e| panic!("the example at {name} does not load: {e}"));
+            seen.push(name);
+        }
+    }
+    assert!(
+        seen.iter().any(|n| n.contains("config.md")),
+        "docs/config.md's full example was not found: {seen:?}"
+    );
+}
+
+/// The ```toml fenced blocks of a Markdown text, each with the line of its first line.
+fn toml_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        match &mut open {
+            None if line.trim() == "```toml" => open = Some((i + 2, String::new())),
+            Some(_) if line.trim() == "```" => blocks.extend(open.take()),
+            Some((_, block)) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
 //! suite beside a harness, the `hevo eval` command line over them, `hevo run --json`,
-//! reading a command's JSON document, and the scripted upstream (`upstream`).
+//! reading a command's JSON document, a copy of examples/threshold, and the scripted
+//! upstream (`upstream`).
 #![allow(dead_code)]
 
 pub mod upstream;
@@ -45,6 +46,38 @@ pub fn eval_command(dir: &Path) -> Command {
         .arg(dir.join("run"))
         .args(["--no-progress", "--json"]);
     c
+}
+
+/// A copy of `examples/threshold` (a search in seconds, no model) at `to`, without its
+/// `runs/`, with each `(from, to)` of `edits` replaced once in its `hevo.toml`.
+pub fn threshold_copy(to: &Path, edits: &[(&str, &str)]) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threshold");
+    copy_tree(&from, to);
+    let file = to.join("hevo.toml");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    for (old, new) in edits {
+        assert!(
+            text.contains(old),
+            "`{old}` is not in examples/threshold/hevo.toml"
+        );
+        text = text.replacen(old, new, 1);
+    }
+    std::fs::write(file, text).unwrap();
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "runs" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
 }
 
 /// `hevo run --json --no-progress --jobs 2 FLAGS DIR` (e.g. `&["--finalize"]` for the test

@@ -105,6 +105,18 @@ pub enum SuiteError {
     },
 }
 
+/// The problem of a `tasks.jsonl` with no task in it (empty, or blank lines only): the
+/// whole file, so no line, and the format to write.
+fn no_tasks(path: &Path) -> Problem {
+    Problem {
+        path: path.to_path_buf(),
+        line: None,
+        message: "has no tasks: write one JSON object per line, such as {\"id\": \"t1\", \
+                  \"split\": \"val\", \"input\": ..., \"expected\": ...} (docs/suites.md)"
+            .into(),
+    }
+}
+
 fn list(problems: &[Problem]) -> String {
     problems
         .iter()
@@ -199,7 +211,11 @@ impl Suite {
         let tasks = match tasks_jsonl {
             Some(bytes) => {
                 let text = decode_lines(bytes, &tasks_path, &mut problems);
-                parse_tasks(&text, &tasks_path, &dir, strata.as_deref(), &mut problems)
+                let tasks = parse_tasks(&text, &tasks_path, &dir, strata.as_deref(), &mut problems);
+                if tasks.is_empty() && !problems.iter().any(|p| p.path == tasks_path) {
+                    problems.push(no_tasks(&tasks_path));
+                }
+                tasks
             }
             None => {
                 problems.push(Problem {

@@ -77,3 +77,20 @@ fn bad_toml_is_reported_with_the_file() {
     let err = Suite::load(d.path()).unwrap_err().to_string();
     assert!(err.contains("suite.toml"), "{err}");
 }
+
+#[test]
+fn a_tasks_file_without_tasks_is_named_with_the_format() {
+    let d = tempfile::tempdir().unwrap();
+    for empty in ["", "\n  \n"] {
+        write_suite(d.path(), TOML, empty);
+        let err = Suite::load(d.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("tasks.jsonl: has no tasks: write one JSON object per line"),
+            "{err}"
+        );
+    }
+    // A file whose lines are all bad says so, line by line, not that it has no tasks.
+    write_suite(d.path(), TOML, "{not json\n");
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    assert!(!err.contains("has no tasks"), "{err}");
+}

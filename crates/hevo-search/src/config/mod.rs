@@ -5,7 +5,8 @@
 //! are resolved against the directory that holds `hevo.toml`.
 //!
 //! One file per part of the schema: this one holds [`RunConfig`] (the whole file) and its
-//! loading; `validate.rs` the checks of every value; `error.rs` [`ConfigError`]; the
+//! loading; `validate.rs` the checks of every value; `paths.rs` those of the seed and
+//! suite folders (run before a search starts); `error.rs` [`ConfigError`]; the
 //! sections live in `proposer.rs`, `search.rs` (`[search]`, `[budget]`), `evaluation.rs`,
 //! `objective.rs` (`[objective]`, `[harnesspro]`), `executor.rs` and `gateway.rs`.
 
@@ -15,6 +16,7 @@ mod executor;
 mod gateway;
 pub mod locate;
 mod objective;
+mod paths;
 mod proposer;
 mod search;
 #[cfg(test)]

@@ -65,6 +65,7 @@ fn bad_values_name_the_key_and_the_fix() {
             "proposer.env",
         ),
         ("[search]\ntrials = 0", "search.trials"),
+        ("[search]\ntrials = 10001", "between 1 and 10000"),
         ("[model]\nbackend = \"openai\"", "backend"),
         ("[budget]\nmax_usd = -1.0", "budget.max_usd"),
         (

@@ -92,8 +92,8 @@ impl RunConfig {
                 "is 0: use at least 1".into(),
             ));
         }
-        if self.search.trials == 0 {
-            return Err(bad("search.trials", "is 0: use at least 1".into()));
+        if let Some(problem) = hevo_runtime::limits::trials_problem(self.search.trials) {
+            return Err(bad("search.trials", problem));
         }
         if self.search.jobs == Some(0) {
             return Err(bad(

@@ -551,8 +551,8 @@ pub fn run_search(
 }
 
 /// The ids of the suite's validation tasks, sorted, and their strata (one per task group);
-/// a suite without `val` tasks is the user's to fix.
-fn val_split(suite: &Suite, suite_dir: &Path) -> Result<(Vec<String>, Strata), SearchError> {
+/// a suite without `val` tasks is the user's to fix (`hevo run` checks it before any work).
+pub fn val_split(suite: &Suite, suite_dir: &Path) -> Result<(Vec<String>, Strata), SearchError> {
     let mut val: Vec<&hevo_runtime::task::Task> = suite.split(Split::Val);
     if val.is_empty() {
         return Err(SearchError::User(format!(

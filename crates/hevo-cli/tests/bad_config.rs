@@ -1,0 +1,193 @@
+//! A bad `hevo.toml`, or a suite that cannot serve the command, through the real binary,
+//! on copies of examples/threshold: exit 2 naming the file, its line and the fix, before
+//! any work (no run directory, no phase 0, no trial).
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::threshold_copy;
+
+fn hevo(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `hevo run DIR` plus `flags`.
+fn run(dir: &Path, flags: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .arg("run")
+        .args(flags)
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+/// Asserts that `o` is a user error (exit 2) whose stderr holds every one of `needles`
+/// and that no work started (nothing printed about a run directory or a phase, no
+/// `runs/` beside the config); returns its stderr.
+fn refused_before_work(o: &Output, dir: &Path, needles: &[&str]) -> String {
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    for needle in needles {
+        assert!(e.contains(needle), "`{needle}` not in: {e}");
+    }
+    for work in ["run directory:", "phase 0", "hevo: test:"] {
+        assert!(!e.contains(work), "work started (`{work}`): {e}");
+    }
+    assert!(!dir.join("runs").exists(), "a run directory was made: {e}");
+    e
+}
+
+/// `[search] trials` beyond hevo's bound used to be accepted at load: the run directory was
+/// made and phase 0 started before the evaluator refused it. `finalize --trials 0` printed
+/// its first test line before its error.
+#[test]
+fn trials_out_of_range_are_refused_at_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[("[search]\n", "[search]\ntrials = 100000\n")]);
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &[
+            "hevo.toml:11: `search.trials` is 100000",
+            "between 1 and 10000 trials per task",
+        ],
+    );
+    let o = hevo(&[
+        "finalize".as_ref(),
+        "--trials".as_ref(),
+        "0".as_ref(),
+        dir.as_os_str(),
+    ]);
+    refused_before_work(&o, &dir, &["--trials", "is 0: give between 1 and 10000"]);
+}
+
+/// A typo in `seeds` or `suite` used to surface as `cannot read /…/sed` from inside a run
+/// directory already made, naming neither hevo.toml, its line nor the key.
+#[test]
+fn a_seed_or_suite_that_is_no_folder_is_named_by_its_key_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("seeds");
+    threshold_copy(&dir, &[("seeds = [\"seed\"]", "seeds = [\"sed\"]")]);
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &[
+            "hevo.toml:4: `seeds` names `sed`, which does not exist",
+            "seeds name folders holding harness.toml, relative to hevo.toml",
+        ],
+    );
+    let dir = tmp.path().join("no-harness");
+    threshold_copy(&dir, &[("seeds = [\"seed\"]", "seeds = [\"runs-not\"]")]);
+    std::fs::create_dir(dir.join("runs-not")).unwrap();
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &["`seeds` names `runs-not`, which holds no harness.toml"],
+    );
+    let dir = tmp.path().join("suite");
+    threshold_copy(&dir, &[("suite = \".\"", "suite = \"nosuite\"")]);
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &[
+            "hevo.toml:3: `suite` is `nosuite`, which does not exist",
+            "suite names the folder holding suite.toml and tasks.jsonl",
+        ],
+    );
+}
+
+/// A suite without `val` tasks used to be found only after the run directory was made.
+#[test]
+fn a_suite_without_val_tasks_is_refused_before_a_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[]);
+    keep_tasks(&dir, |l| !l.contains("\"split\": \"val\""));
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &["has no `val` tasks: the search evaluates candidates on the validation split"],
+    );
+}
+
+/// Keeps the lines of the copy's tasks.jsonl for which `keep` holds (some are dropped).
+fn keep_tasks(dir: &Path, keep: impl Fn(&str) -> bool) {
+    let tasks = std::fs::read_to_string(dir.join("tasks.jsonl")).unwrap();
+    let kept: String = tasks
+        .lines()
+        .filter(|l| keep(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(kept.len() < tasks.len());
+    std::fs::write(dir.join("tasks.jsonl"), kept).unwrap();
+}
+
+/// Without `test` tasks, `--finalize` used to run the whole search and then print `NaN`
+/// and an interval of [-inf, +inf] with exit 0 (`hevo finalize` too, and `--json` with
+/// nulls). Now it is refused before the search; a run without `--finalize` still works,
+/// and `hevo finalize` on it is refused before any test line.
+#[test]
+fn finalize_without_test_tasks_is_refused_before_the_search() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[]);
+    keep_tasks(&dir, |l| !l.contains("\"split\": \"test\""));
+    let said = [
+        "has no `test` tasks: finalize measures the pick on the test split",
+        "add tasks with \"split\": \"test\" to",
+        "tasks.jsonl",
+    ];
+    refused_before_work(&run(&dir, &["--finalize"]), &dir, &said);
+    let o = run(&dir, &["--no-progress", "--jobs", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run_dir = dir.join("runs/t");
+    for json in [&[][..], &["--json"][..]] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["finalize".as_ref(), run_dir.as_os_str()];
+        args.extend(json.iter().map(std::ffi::OsStr::new));
+        let o = hevo(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{json:?}: {e}");
+        assert!(said.iter().all(|s| e.contains(s)), "{json:?}: {e}");
+        assert!(
+            !e.contains("hevo: test:") && o.stdout.is_empty(),
+            "{json:?}: {e}"
+        );
+        assert!(
+            !run_dir.join("test").exists(),
+            "{json:?}: a test store was made"
+        );
+    }
+}
+
+/// An empty tasks.jsonl used to be reported as a suite without `val` tasks, with the advice
+/// to pick another `--split`: wrong when there is no task at all. Now the file is named,
+/// with the format to write, by `hevo eval` and `hevo run` alike.
+#[test]
+fn an_empty_tasks_file_is_named_with_the_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    support::one_task(tmp.path(), ("sh", "h.sh", "echo '\"x\"'"), "x");
+    std::fs::write(tmp.path().join("suite/tasks.jsonl"), "\n").unwrap();
+    let o = support::eval_command(tmp.path())
+        .arg("--no-model")
+        .output()
+        .unwrap();
+    let said = [
+        "tasks.jsonl: has no tasks: write one JSON object per line",
+        "\"split\": \"val\"",
+    ];
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(said.iter().all(|s| e.contains(s)), "{e}");
+    assert!(!e.contains("--split"), "{e}");
+    let dir = tmp.path().join("t");
+    threshold_copy(&dir, &[]);
+    std::fs::write(dir.join("tasks.jsonl"), "").unwrap();
+    let e = refused_before_work(&run(&dir, &[]), &dir, &said);
+    assert!(!e.contains("no `val` tasks"), "{e}");
+}

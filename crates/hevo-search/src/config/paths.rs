@@ -1,0 +1,72 @@
+//! The folders a `hevo.toml` names: each seed must be a harness folder and the suite a
+//! folder, checked before a run starts, so a typo is named by its key and line (not by the
+//! read that failed later, inside a run directory already made).
+
+use std::path::Path;
+
+use super::{ConfigError, RunConfig};
+
+impl RunConfig {
+    /// Checks that every `seeds` entry is a folder holding `harness.toml`.
+    pub fn check_seeds(&self, file: &Path) -> Result<(), ConfigError> {
+        for seed in &self.seeds {
+            let dir = self.resolve(file, seed);
+            let missing = if dir.is_dir() {
+                (!dir.join("harness.toml").is_file()).then_some("holds no harness.toml")
+            } else {
+                Some(absent(&dir))
+            };
+            if let Some(missing) = missing {
+                return Err(located(
+                    file,
+                    "seeds",
+                    format!(
+                        "names `{}`, which {missing} ({}): seeds name folders holding \
+                         harness.toml, relative to hevo.toml (docs/harness-protocol.md)",
+                        seed.display(),
+                        dir.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that `suite` is a folder (after `setup`, which may have made it).
+    pub fn check_suite(&self, file: &Path) -> Result<(), ConfigError> {
+        let dir = self.resolve(file, &self.suite);
+        if dir.is_dir() {
+            return Ok(());
+        }
+        let build = match &self.setup {
+            Some(_) => " (`setup` ran and did not make it)",
+            None => "",
+        };
+        Err(located(
+            file,
+            "suite",
+            format!(
+                "is `{}`, which {} ({}){build}: suite names the folder holding suite.toml \
+                 and tasks.jsonl, relative to hevo.toml (docs/suites.md)",
+                self.suite.display(),
+                absent(&dir),
+                dir.display()
+            ),
+        ))
+    }
+}
+
+/// Why `path` is not a folder.
+fn absent(path: &Path) -> &'static str {
+    if path.exists() {
+        "is not a folder"
+    } else {
+        "does not exist"
+    }
+}
+
+/// The error for `key` of `file`, with the key's line read from the file.
+fn located(file: &Path, key: &str, problem: String) -> ConfigError {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    ConfigError::invalid(file, key, problem).located(&text)
+}
