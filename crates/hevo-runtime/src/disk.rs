@@ -19,11 +19,12 @@
 
 use std::collections::HashSet;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::dir::Dir;
+use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
 
@@ -45,13 +46,16 @@ pub struct Usage {
     pub largest_file: u64,
     /// Whether some folder lies deeper than [`MAX_DEPTH`] (not measured below it).
     pub too_deep: bool,
+    /// Whether some folder could not be read, even after hevo gave its owner access back
+    /// (see [`usage`]): what it holds is not counted.
+    pub unreadable: bool,
 }
 
 impl Usage {
-    /// Whether this is over a limit of `limit` bytes: more bytes, or a tree too deep to
-    /// measure.
+    /// Whether this is over a limit of `limit` bytes: more bytes, or a tree hevo could not
+    /// measure whole (too deep, or a folder it cannot read).
     pub fn over(&self, limit: u64) -> bool {
-        self.bytes > limit || self.too_deep
+        self.bytes > limit || self.too_deep || self.unreadable
     }
 }
 
@@ -64,6 +68,8 @@ pub struct DiskReport {
     pub killed_at: Option<u64>,
     /// Its folders were nested deeper than [`MAX_DEPTH`] when it was killed.
     pub too_deep: bool,
+    /// A folder of it could not be read when it was killed (or when it ended).
+    pub unreadable: bool,
     /// A file had reached the limit (`RLIMIT_FSIZE`) when the launch ended.
     pub file_at_limit: bool,
     /// Its folders held this many bytes when it ended, over the limit (written faster than
@@ -80,6 +86,7 @@ impl DiskReport {
             limit_mb,
             killed_at: killed.map(|u| u.bytes),
             too_deep: killed.map_or(at_end.too_deep, |u| u.too_deep),
+            unreadable: killed.map_or(at_end.unreadable, |u| u.unreadable),
             // A file at the limit is what `RLIMIT_FSIZE` stopped, whichever process wrote
             // it and however it handled the signal.
             file_at_limit: at_end.largest_file >= limit,
@@ -90,7 +97,7 @@ impl DiskReport {
     /// Whether the launch went over its limit (killed for it, or over it at its end): its
     /// result does not count, whatever it printed.
     pub fn over(&self) -> bool {
-        self.killed_at.is_some() || self.too_deep || self.held_at_end.is_some()
+        self.killed_at.is_some() || self.too_deep || self.unreadable || self.held_at_end.is_some()
     }
 
     /// What the limit did, for a trial's cause (`None` when it did nothing), e.g.
@@ -102,14 +109,20 @@ impl DiskReport {
             self.limit_mb
         );
         let mut parts = Vec::new();
+        let killed = if self.killed_at.is_some() {
+            "; the trial was killed"
+        } else {
+            ""
+        };
         if self.too_deep {
             parts.push(format!(
-                "its folders were nested more than {MAX_DEPTH} deep, which counts as over {limit}{}",
-                if self.killed_at.is_some() {
-                    "; the trial was killed"
-                } else {
-                    ""
-                }
+                "its folders were nested more than {MAX_DEPTH} deep, which counts as over \
+                 {limit}{killed}"
+            ));
+        } else if self.unreadable {
+            parts.push(format!(
+                "a folder of it could not be read, even with its owner's access given back, \
+                 which counts as over {limit}{killed}"
             ));
         } else if let Some(bytes) = self.killed_at {
             parts.push(format!(
@@ -134,17 +147,25 @@ impl DiskReport {
 
 /// What `dirs` hold together: every file and folder below each (the roots themselves not
 /// counted), found without following a link or leaving the root's filesystem. Entries that
-/// vanish or cannot be read while the walk runs are skipped.
+/// vanish while the walk runs are skipped.
+///
+/// A launch runs as hevo's own user, so it can take its folders' permissions away from
+/// itself (`chmod 000`, or `300`: write, no read) to hide what they hold from any reader but
+/// root. Unless hevo runs as root, a folder its owner cannot list and search is given back
+/// `u+rwx` before it is read (which also lets hevo remove it later); a folder that still
+/// cannot be read is [`Usage::unreadable`], over any limit.
 pub fn usage(dirs: &[PathBuf]) -> Usage {
     let mut walk = Walker {
         usage: Usage::default(),
         seen: HashSet::new(),
+        // SAFETY: geteuid cannot fail and touches no memory.
+        restore: unsafe { nix::libc::geteuid() } != 0,
     };
     for dir in dirs {
         let Ok(path) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
             continue;
         };
-        let Ok(root) = Dir::openat(None, path.as_c_str(), dir_flags(), Mode::empty()) else {
+        let Some(root) = walk.open(None, &path) else {
             continue;
         };
         let Ok(st) = nix::sys::stat::fstat(root.as_raw_fd()) else {
@@ -164,6 +185,8 @@ struct Walker {
     usage: Usage,
     /// Inodes with more than one link already counted.
     seen: HashSet<(u64, u64)>,
+    /// Whether to give a folder's owner back the access hevo needs (not as root).
+    restore: bool,
 }
 
 impl Walker {
@@ -188,9 +211,7 @@ impl Walker {
                 continue;
             }
             let fd: RawFd = dir.as_raw_fd();
-            if let Ok(mut child) =
-                Dir::openat(Some(fd), name.as_c_str(), dir_flags(), Mode::empty())
-            {
+            if let Some(mut child) = self.open(Some(fd), &name) {
                 let folders = self.entries(&mut child, dev);
                 open.push((child, folders));
             }
@@ -206,8 +227,13 @@ impl Walker {
             if name.to_bytes() == b"." || name.to_bytes() == b".." {
                 continue;
             }
-            let Ok(st) = fstatat(Some(fd), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-                continue;
+            let st = match fstatat(Some(fd), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(Errno::ENOENT) => continue,
+                Err(_) => {
+                    self.usage.unreadable = true;
+                    continue;
+                }
             };
             if st.st_dev != dev {
                 continue;
@@ -218,6 +244,23 @@ impl Walker {
             }
         }
         folders
+    }
+
+    /// Opens the folder `name` (relative to `at`, or a path), first giving its owner back
+    /// `u+rwx` when it lacks them and [`Walker::restore`] is on. `None` when it vanished,
+    /// or could not be opened ([`Usage::unreadable`]) or is not a folder (a link, say).
+    fn open(&mut self, at: Option<RawFd>, name: &CString) -> Option<Dir> {
+        if self.restore {
+            give_owner_access(at, name);
+        }
+        match Dir::openat(at, name.as_c_str(), dir_flags(), Mode::empty()) {
+            Ok(dir) => Some(dir),
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => None,
+            Err(_) => {
+                self.usage.unreadable = true;
+                None
+            }
+        }
     }
 
     fn count(&mut self, st: &FileStat) {
@@ -231,6 +274,32 @@ impl Walker {
         if is(st, SFlag::S_IFREG) {
             self.usage.largest_file = self.usage.largest_file.max(st.st_size as u64);
         }
+    }
+}
+
+/// Adds `u+rwx` to the folder `name` (relative to `at`) when its owner lacks any of them.
+/// Race-free against a swap for a link: the folder is opened with `O_PATH | O_NOFOLLOW`
+/// (which needs no permission on it), checked to be a folder, and changed through that
+/// descriptor. Does nothing when it is not a folder or the change is refused.
+fn give_owner_access(at: Option<RawFd>, name: &CString) {
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(fd) = nix::fcntl::openat(at, name.as_c_str(), flags, Mode::empty()) else {
+        return;
+    };
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
+        return;
+    };
+    let mode = st.st_mode & 0o7777;
+    if is(&st, SFlag::S_IFDIR) && mode & 0o700 != 0o700 {
+        // fchmod refuses an O_PATH descriptor; its /proc link names the same folder.
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let _ = nix::sys::stat::fchmodat(
+            None,
+            path.as_str(),
+            Mode::from_bits_truncate(mode | 0o700),
+            nix::sys::stat::FchmodatFlags::FollowSymlink,
+        );
     }
 }
 
@@ -371,6 +440,7 @@ mod tests {
             bytes: 100 << 20,
             largest_file: 64 << 20,
             too_deep: false,
+            unreadable: false,
         };
         // Written faster than the watch measures: only the end shows it.
         let late = DiskReport::new(64, None, at_end);
@@ -402,6 +472,7 @@ mod tests {
             limit_mb: 64,
             killed_at: Some(130 << 20),
             too_deep: false,
+            unreadable: false,
             file_at_limit: true,
             held_at_end: None,
         };
@@ -416,6 +487,7 @@ mod tests {
             limit_mb: 64,
             killed_at: None,
             too_deep: false,
+            unreadable: false,
             file_at_limit: false,
             held_at_end: None,
         };

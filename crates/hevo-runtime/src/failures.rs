@@ -259,6 +259,7 @@ mod tests {
             limit_mb: 64,
             killed_at: Some(70 << 20),
             too_deep: false,
+            unreadable: false,
             file_at_limit: true,
             held_at_end: None,
         };

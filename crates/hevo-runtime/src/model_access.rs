@@ -30,13 +30,17 @@ pub struct ModelEnv {
     pub anthropic_api_key: String,
 }
 
+/// The closed local port of [`ModelEnv::offline`] (discard): a sandbox gets no relay for it,
+/// so a call there is refused inside the sandbox as outside.
+pub const OFFLINE_PORT: u16 = 9;
+
 impl ModelEnv {
     /// No live gateway: URLs point to a closed local port, keys are placeholders.
     pub fn offline() -> ModelEnv {
         ModelEnv {
-            openai_base_url: "http://127.0.0.1:9/v1".into(),
+            openai_base_url: format!("http://127.0.0.1:{OFFLINE_PORT}/v1"),
             openai_api_key: "hevo-no-gateway".into(),
-            anthropic_base_url: "http://127.0.0.1:9".into(),
+            anthropic_base_url: format!("http://127.0.0.1:{OFFLINE_PORT}"),
             anthropic_api_key: "hevo-no-gateway".into(),
         }
     }

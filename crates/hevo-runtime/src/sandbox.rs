@@ -320,12 +320,15 @@ impl Launcher for SandboxLauncher {
     }
 }
 
-/// Loopback ports named by `*_BASE_URL` variables (`http://127.0.0.1:PORT/...`).
+/// Loopback ports named by `*_BASE_URL` variables (`http://127.0.0.1:PORT/...`), but not
+/// [`crate::model_access::OFFLINE_PORT`].
 fn gateway_ports(env: &[(String, String)]) -> Vec<u16> {
     let mut ports: Vec<u16> = env
         .iter()
         .filter(|(k, _)| k.ends_with("_BASE_URL"))
         .filter_map(|(_, v)| loopback_port(v))
+        // Nothing listens there: a relay would only fail to bind a low port as non-root.
+        .filter(|p| *p != crate::model_access::OFFLINE_PORT)
         .collect();
     ports.sort_unstable();
     ports.dedup();
@@ -492,6 +495,11 @@ mod tests {
             ("X".into(), "http://127.0.0.1:5".into()),
         ];
         assert_eq!(gateway_ports(&env), vec![4100]);
+        let offline = crate::model_access::ModelEnv::offline().vars().to_vec();
+        assert!(
+            gateway_ports(&offline).is_empty(),
+            "no relay to a closed port"
+        );
     }
 
     #[test]
