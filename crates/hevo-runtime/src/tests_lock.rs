@@ -64,13 +64,14 @@ impl TestsLock {
         })
     }
 
-    /// Reads a lock file; the error says what is wrong with it.
-    pub fn read(path: &Path) -> Result<TestsLock, String> {
+    /// Reads a lock file; the error says what is wrong with it and how to re-freeze
+    /// (`refreeze`, the command).
+    pub fn read(path: &Path, refreeze: &str) -> Result<TestsLock, String> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            format!("cannot read the tests lock ({e}); restore it or re-freeze the tests")
+            format!("cannot read the tests lock ({e}); restore it or re-freeze with `{refreeze}`")
         })?;
         let lock: TestsLock = serde_json::from_str(&text).map_err(|e| {
-            format!("not a valid tests lock ({e}); restore it or re-freeze the tests")
+            format!("not a valid tests lock ({e}); restore it or re-freeze with `{refreeze}`")
         })?;
         if lock.version != LOCK_VERSION {
             return Err(format!(
@@ -241,5 +242,23 @@ mod tests {
         let refrozen = TestsLock::freeze(d.path(), "tests", Value::Null).unwrap();
         assert_ne!(refrozen.task_digest("a"), before);
         assert_eq!(refrozen.task_files("b"), Vec::<(&str, &str)>::new());
+    }
+
+    /// A missing or damaged lock names the command that re-freezes, as a changed one does.
+    #[test]
+    fn a_missing_or_damaged_lock_names_the_refreeze_command() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("tests.lock.json");
+        let missing = TestsLock::read(&path, "hevo tests freeze S").unwrap_err();
+        assert!(
+            missing.starts_with("cannot read the tests lock"),
+            "{missing}"
+        );
+        std::fs::write(&path, "{not json").unwrap();
+        let damaged = TestsLock::read(&path, "hevo tests freeze S").unwrap_err();
+        assert!(damaged.starts_with("not a valid tests lock"), "{damaged}");
+        for e in [missing, damaged] {
+            assert!(e.ends_with("re-freeze with `hevo tests freeze S`"), "{e}");
+        }
     }
 }

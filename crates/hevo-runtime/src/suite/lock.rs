@@ -24,7 +24,8 @@ pub(super) fn check_lock(
         return None;
     };
     let lock_path = dir.join(lock_name);
-    let lock = match TestsLock::read(&lock_path) {
+    let refreeze = format!("hevo tests freeze {}", dir.display());
+    let lock = match TestsLock::read(&lock_path, &refreeze) {
         Ok(lock) => lock,
         Err(message) => {
             problems.push(Problem {
@@ -51,7 +52,6 @@ pub(super) fn check_lock(
         // `ScorerConfig::validate` has reported the missing folder.
         return None;
     }
-    let refreeze = format!("hevo tests freeze {}", dir.display());
     for m in lock.check(dir, &refreeze) {
         problems.push(Problem {
             path: m.path,

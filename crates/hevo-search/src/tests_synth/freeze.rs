@@ -139,7 +139,7 @@ pub fn refreeze(suite_dir: &Path) -> Result<(TestsLock, usize), SynthError> {
         )));
     };
     let lock_path = dir.join(lock_name);
-    let old = TestsLock::read(&lock_path).ok();
+    let old = TestsLock::read(&lock_path, "").ok();
     let changed = old.as_ref().map_or(usize::MAX, |o| o.check(&dir, "").len());
     let mut provenance = old.map(|o| o.provenance).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut provenance {
