@@ -57,7 +57,9 @@ enum TestsCommand {
     that ended are reused (OUT/.synth/), the rest of OUT is rewritten.\n\n\
     Examples:\n  \
     hevo tests synth examples/shell --harness examples/shell/harness-script --agent claude\n  \
-    hevo tests synth SUITE --harness H --out SUITE-tests --per-task 5 --agent-cmd ./my-agent.sh {prompt}"
+    hevo tests synth SUITE --harness H --out SUITE-tests --per-task 5 --agent-cmd ./my-agent.sh {prompt}",
+    // Either agent flag, and clap's message names both when neither is given.
+    group(clap::ArgGroup::new("the_agent").required(true).args(["agent", "agent_cmd"]))
 )]
 pub struct SynthArgs {
     /// The suite to write tests for (left unchanged).
@@ -71,7 +73,7 @@ pub struct SynthArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Agent preset: `claude` (Claude Code) or `codex`.
-    #[arg(long, value_name = "PRESET", value_parser = ["claude", "codex"], required_unless_present = "agent_cmd")]
+    #[arg(long, value_name = "PRESET", value_parser = ["claude", "codex"])]
     pub agent: Option<String>,
     /// The model the preset asks for [default: the agent's own default].
     #[arg(long, value_name = "MODEL", requires = "agent")]

@@ -507,6 +507,8 @@ fn tests_synth_names_the_agent_flag_typed() {
     );
     assert!(!e.contains("[proposer]"), "{e}");
     assert!(!d.path().join("out").exists(), "nothing was created");
+    // Neither agent flag: both are named, not only --agent.
+    user_error(&hevo(&synth), &["<--agent <PRESET>|--agent-cmd <CMD>...>"]);
 }
 
 /// A `--wheel` that is not a zip and a `--model` that is not a GGUF exit 2 naming the file,
