@@ -65,6 +65,16 @@ fn bad_values_name_the_key_and_the_fix() {
             "proposer.env",
         ),
         ("[search]\ntrials = 0", "search.trials"),
+        (
+            "[proposer]\npreset = \"claude\"",
+            "hevo.toml:4: `proposer.preset` is set, but `proposer.kind` is `params`",
+        ),
+        (
+            "[proposer]\nkind = \"llm\"\ncommand = [\"x\"]",
+            "`proposer.command` is set, but `proposer.kind` is `llm`",
+        ),
+        ("[proposer]\nenv = { A = \"1\" }", "`proposer.env` is set"),
+        ("[proposer]\nmax_tokens = 0", "`proposer.max_tokens` is 0"),
         ("[search]\ntrials = 10001", "between 1 and 10000"),
         ("[model]\nbackend = \"openai\"", "backend"),
         ("[budget]\nmax_usd = -1.0", "budget.max_usd"),

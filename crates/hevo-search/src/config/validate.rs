@@ -44,6 +44,33 @@ impl RunConfig {
                 ),
             ));
         }
+        if self.proposer.kind != "agent" {
+            // Read only by an agent proposer: set with another kind, it was likely meant to
+            // choose one, and would be ignored without a word.
+            let agent_keys = [
+                ("proposer.preset", self.proposer.preset.is_some()),
+                ("proposer.command", self.proposer.command.is_some()),
+                ("proposer.env", !self.proposer.env.is_empty()),
+            ];
+            if let Some((key, _)) = agent_keys.iter().find(|(_, set)| *set) {
+                return Err(bad(
+                    key,
+                    format!(
+                        "is set, but `proposer.kind` is `{}`: it is read only with \
+                         kind = \"agent\"; set that, or remove it",
+                        self.proposer.kind
+                    ),
+                ));
+            }
+        }
+        if self.proposer.max_tokens == 0 {
+            return Err(bad(
+                "proposer.max_tokens",
+                "is 0: give the most tokens of the llm proposer's reply, at least 1 (default \
+                 8192)"
+                    .into(),
+            ));
+        }
         if self.proposer.kind == "agent" {
             match (&self.proposer.preset, &self.proposer.command) {
                 (None, None) => {
