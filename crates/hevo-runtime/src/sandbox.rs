@@ -196,8 +196,18 @@ impl SandboxLauncher {
         }
         // No writable /tmp: the root (and so /tmp) is remounted read-only below, and
         // `TMPDIR` points into the working directory.
+        // bwrap's /dev is a tmpfs of its own, writable and as large as half the RAM: a
+        // launch could store past its disk limit there, and (without a cgroup) past its
+        // memory limit too, since tmpfs pages are no process's. It is made read-only below;
+        // /dev/shm gets a tmpfs of SHM_MB (Docker's default), and an agent's private /tmp
+        // one of the launch's disk limit.
         a.extend(["--proc", "/proc", "--dev", "/dev"].map(String::from));
+        let size = |mb: u64| ["--size".to_string(), crate::cgroup::mb_bytes(mb).to_string()];
+        a.extend(size(SHM_MB));
+        a.extend(["--tmpfs", "/dev/shm"].map(String::from));
         if access.private_tmp {
+            let disk = self.options.limits.and_then(|l| l.disk_mb);
+            a.extend(size(disk.unwrap_or(TrialLimits::DEFAULT_DISK_MB)));
             a.extend(["--tmpfs", "/tmp"].map(String::from));
         }
         let mut ro: Vec<PathBuf> = self.options.read_only.clone();
@@ -251,7 +261,8 @@ impl SandboxLauncher {
         for h in &hidden {
             a.extend(["--remount-ro".into(), s(h)]);
         }
-        a.extend(["--remount-ro".into(), "/".into(), "--chdir".into(), s(cwd)]);
+        a.extend(["--remount-ro", "/dev", "--remount-ro", "/"].map(String::from));
+        a.extend(["--chdir".into(), s(cwd)]);
         a.extend(["--".into(), s(&self.init), INIT_ARG.into()]);
         for port in relays {
             a.extend([
@@ -319,6 +330,10 @@ impl Launcher for SandboxLauncher {
         "bwrap".into()
     }
 }
+
+/// The size of a sandbox's `/dev/shm`, in MB: Docker's default, enough for the semaphores
+/// and small buffers of Python's `multiprocessing` and the like.
+pub const SHM_MB: u64 = 64;
 
 /// Loopback ports named by `*_BASE_URL` variables (`http://127.0.0.1:PORT/...`), but not
 /// [`crate::model_access::OFFLINE_PORT`].

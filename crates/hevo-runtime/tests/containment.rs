@@ -846,3 +846,43 @@ fn a_stolen_sibling_key_is_refused_inside_the_sandbox_and_over_tcp_and_billed_to
         "both calls billed to one trial: {ledger:#?}"
     );
 }
+
+/// Stores what it can outside its working directory: 200 MB in `/dev/shm` and 50 MB in
+/// `/dev` itself (bwrap's `/dev` is a tmpfs of its own); answers how much of each it kept.
+const DEV_FILLER: &str = r#"
+import json, os, sys
+json.load(sys.stdin)
+kept = {}
+for path, mb in [("/dev/shm/fill", 200), ("/dev/fill", 50)]:
+    n = 0
+    try:
+        with open(path, "wb") as f:
+            for _ in range(mb):
+                f.write(b"x" * (1 << 20))
+                f.flush()
+                n += 1
+    except OSError:
+        pass
+    kept[path] = n
+print(json.dumps(json.dumps(kept, sort_keys=True)))
+"#;
+
+/// bwrap's `/dev` (and so `/dev/shm`) is a tmpfs as large as half the RAM, outside the
+/// folders the disk limit measures and, without a cgroup, outside every memory limit: a
+/// harness stored 954 MB there under a 64 MB disk limit. `/dev` is read-only now and
+/// `/dev/shm` holds at most `SHM_MB`.
+#[test]
+fn dev_and_dev_shm_hold_no_more_than_the_shm_size() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(1);
+    let h = f.harness("filler", DEV_FILLER);
+    let r = run(f.options(&h, &suite, "run"), sandbox);
+    let kept: Value = serde_json::from_str(&answers(&r)[0]).unwrap();
+    let shm_mb = hevo_runtime::sandbox::SHM_MB;
+    assert!(
+        kept["/dev/shm/fill"].as_u64().unwrap() <= shm_mb,
+        "at most {shm_mb} MB in /dev/shm: {kept}"
+    );
+    assert_eq!(kept["/dev/fill"], 0, "/dev is read-only: {kept}");
+}
