@@ -21,10 +21,10 @@ fn write(dir: &Path, path: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-/// A folder everyone may use, for a `hevo` that runs as `nobody`.
+/// A folder everyone may enter, for a `hevo` that runs as `nobody`.
 fn shared_tempdir() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     d
 }
 
@@ -32,14 +32,6 @@ fn shared_tempdir() -> tempfile::TempDir {
 /// with its home and temporary folders inside `dir`.
 fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> Output {
     let tmp = dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    // Everything the test wrote must be usable by `nobody`.
-    let chmod = Command::new("chmod")
-        .arg("-R")
-        .arg("a+rwX")
-        .arg(dir)
-        .status();
-    assert!(chmod.unwrap().success());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hevo"));
     cmd.current_dir(dir)
         .env("HOME", dir)
@@ -85,6 +77,27 @@ fn modes() -> Vec<&'static str> {
     }
 }
 
+/// The user hevo runs as here: `nobody` when we are root.
+fn as_user() -> u32 {
+    if nix::unistd::geteuid().is_root() {
+        NOBODY
+    } else {
+        nix::unistd::geteuid().as_raw()
+    }
+}
+
+/// Gives `path` and everything below it to the user hevo runs as.
+fn give(path: &Path) {
+    let chown = Command::new("chown")
+        .arg("-R")
+        .arg(as_user().to_string())
+        .arg(path)
+        .status();
+    assert!(chown.unwrap().success());
+}
+
+/// A suite of one task, the harness `h` running `harness_sh`, and an empty `tmp/`, all
+/// given to the user hevo runs as.
 fn one_task(dir: &Path, harness_sh: &str) {
     write(
         dir,
@@ -102,6 +115,8 @@ fn one_task(dir: &Path, harness_sh: &str) {
         "entry = [\"sh\", \"h.sh\"]\ntimeout_s = 120\n",
     );
     write(dir, "h/h.sh", harness_sh);
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    give(dir);
 }
 
 /// Writes 300 MB into a folder it can write but not read, under a 64 MB limit, and answers
@@ -167,4 +182,48 @@ except Exception as e:\n    print(\"call:\", e)' >&2\n\
         assert!(!said.contains("cannot listen"), "{mode}: {said}");
         assert_eq!(report["pass_rate"], 1.0, "{mode}: {report}");
     }
+}
+
+/// A working directory the harness made unremovable (a folder at `chmod 000` under a tree
+/// deeper than the disk walk goes), and one a killed hevo left (a dead pid in its name, a
+/// `chmod 000` folder inside): both are removed, by the trial's end and by the next
+/// evaluation. Both stayed for good before (`remove_dir_all` cannot enter them).
+#[test]
+fn working_directories_with_folders_at_chmod_000_are_removed() {
+    let d = shared_tempdir();
+    one_task(
+        d.path(),
+        "cat > /dev/null\n\
+         python3 -c 'import os\n\
+for i in range(1100):\n    os.mkdir(\"d\"); os.chdir(\"d\")\n\
+os.mkdir(\"z\"); open(\"z/f\", \"w\").write(\"x\" * 100000); os.chmod(\"z\", 0)'\n\
+         echo '\"ok\"'\n",
+    );
+    let tmp = d.path().join("tmp");
+    // What a SIGKILLed hevo (pid 2^22 + 1: above any pid_max, so never alive) left, owned
+    // by the user hevo runs as.
+    let left = tmp.join("hevo-trial-4194305-xyz");
+    std::fs::create_dir_all(left.join("hide")).unwrap();
+    std::fs::write(left.join("hide/f"), "x").unwrap();
+    give(&left);
+    std::fs::set_permissions(left.join("hide"), std::fs::Permissions::from_mode(0)).unwrap();
+    for mode in modes() {
+        let o = eval_as_user(d.path(), mode, &[]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let report: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {stderr}"));
+        let trial = &report["tasks"][0]["details"][0];
+        assert_eq!(
+            trial["status"], "harness_error",
+            "{mode}: too deep: {trial}"
+        );
+        let now: Vec<_> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("hevo-trial-") && !n.ends_with("-xyz"))
+            .collect();
+        assert!(now.is_empty(), "{mode}: the trial's folder stayed: {now:?}");
+    }
+    assert!(!left.exists(), "the dead hevo's folder stayed");
 }

@@ -48,6 +48,7 @@ pub mod limits;
 pub mod model_access;
 mod prepare;
 pub mod printable;
+pub mod remove;
 pub mod report;
 pub mod rt;
 pub mod run_lock;

@@ -45,7 +45,7 @@ pub(crate) async fn prepare(
     };
     if state.exists() {
         make_writable(&state);
-        std::fs::remove_dir_all(&state).map_err(io_err)?;
+        crate::remove::remove_tree(&state).map_err(io_err)?;
     }
     std::fs::create_dir_all(&state).map_err(io_err)?;
     let trace = trace_root.join("prepare");

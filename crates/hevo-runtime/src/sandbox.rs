@@ -202,7 +202,12 @@ impl SandboxLauncher {
         // /dev/shm gets a tmpfs of SHM_MB (Docker's default), and an agent's private /tmp
         // one of the launch's disk limit.
         a.extend(["--proc", "/proc", "--dev", "/dev"].map(String::from));
-        let size = |mb: u64| ["--size".to_string(), crate::cgroup::mb_bytes(mb).to_string()];
+        let size = |mb: u64| {
+            [
+                "--size".to_string(),
+                crate::cgroup::mb_bytes(mb).to_string(),
+            ]
+        };
         a.extend(size(SHM_MB));
         a.extend(["--tmpfs", "/dev/shm"].map(String::from));
         if access.private_tmp {

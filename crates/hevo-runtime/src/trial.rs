@@ -192,7 +192,7 @@ pub fn clean_leftover_workdirs(root: &Path, keep: &[PathBuf]) -> usize {
         let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
             || pid as u32 == std::process::id()
             || keep.contains(&e.path());
-        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+        if !alive && crate::remove::remove_tree(&e.path()).is_ok() {
             removed += 1;
         }
     }
@@ -239,7 +239,8 @@ async fn run_trial_inner(
         .prefix(&format!("{TRIAL_DIR_PREFIX}{}-", std::process::id()))
         .tempdir_in(&settings.work_root)
     {
-        Ok(d) => d,
+        // Removed however the trial ends, whatever permissions the harness left on it.
+        Ok(d) => crate::remove::RemovedOnDrop::new(d),
         Err(e) => return TrialResult::infra(format!("cannot create a working directory: {e}")),
     };
     let wd = workdir.path().to_path_buf();
@@ -323,7 +324,7 @@ async fn run_trial_inner(
     // again, and the trial is a `harness_error` whose cause says what it held.
     if settings.keep_workdir && !out.disk.is_some_and(|d| d.over()) {
         let kept = with_suffix(&req.trace_prefix, "workdir");
-        let _ = std::fs::remove_dir_all(&kept);
+        let _ = crate::remove::remove_tree(&kept);
         if let Err(e) = keep_tree(&wd, &kept) {
             return TrialResult::infra(format!(
                 "cannot keep the working directory in `{}`: {e}",

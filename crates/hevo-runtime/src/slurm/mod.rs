@@ -279,7 +279,7 @@ fn finish_output(path: Option<&PathBuf>, cap: u64, tail: usize) -> (StreamStats,
 fn adopt_workdir(spool: &Spool, spec: &LaunchSpec) {
     let Some(old) = spool.cwd() else { return };
     if old != spec.cwd && old.is_dir() {
-        let _ = std::fs::remove_dir_all(&spec.cwd);
+        let _ = crate::remove::remove_tree(&spec.cwd);
         if std::fs::rename(&old, &spec.cwd).is_err() {
             let _ = std::fs::create_dir_all(&spec.cwd);
         }
