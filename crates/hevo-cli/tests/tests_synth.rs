@@ -225,3 +225,62 @@ fn a_bad_output_directory_or_agent_is_exit_2() {
         "{o:?}"
     );
 }
+
+/// One 5 MB file and 100 hard links to it (the disk limit counts 5 MB), and a file its
+/// owner cannot read: the kept working directory used to be written out in full (500 MB
+/// twice over under a 64 MB limit), and an unreadable file made the trial `infra_error`.
+/// Now the copy stops at the trial's disk limit and keeps nothing, and the trial's stderr
+/// trace says why.
+#[test]
+fn a_kept_working_directory_is_bounded_by_the_disk_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (suite, harness) = fixture(tmp.path());
+    write(
+        &harness.join("solve.py"),
+        "import json, os, sys\n\
+         t = json.loads(sys.stdin.readline())\n\
+         open(t['target'], 'w').write(t['content'] + '\\n')\n\
+         open('big', 'wb').write(b'x' * (5 << 20))\n\
+         for i in range(100):\n    os.link('big', 'link%d' % i)\n\
+         print(json.dumps({'answer': 'wrote ' + t['target']}))\n",
+    );
+    let out = tmp.path().join("suite-tests");
+    let o = hevo()
+        .args(["tests", "synth"])
+        .arg(&suite)
+        .arg("--harness")
+        .arg(&harness)
+        .arg("--out")
+        .arg(&out)
+        .args(["--test-timeout", "2", "--no-model", "--json", "--jobs", "2"])
+        .args(["--disk-mb", "64"])
+        .args(["--agent-cmd", "python3", "-c"])
+        .arg(std::fs::read_to_string(agent()).unwrap())
+        .output()
+        .unwrap();
+    // The stand-in agent insists on the harness's file in the kept folder, so every task's
+    // agent fails here (exit 1); what matters is what was written to disk.
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let du = Command::new("du").arg("-sm").arg(&out).output().unwrap();
+    let mb: u64 = String::from_utf8_lossy(&du.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(mb < 64, "{mb} MB in {}", out.display());
+    let notes = Command::new("grep")
+        .args([
+            "-rl",
+            "the working directory was not kept: its files pass the trial's disk limit of 64 MB",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!notes.stdout.is_empty(), "no stderr trace says why");
+}

@@ -324,12 +324,19 @@ async fn run_trial_inner(
     // again, and the trial is a `harness_error` whose cause says what it held.
     if settings.keep_workdir && !out.disk.is_some_and(|d| d.over()) {
         let kept = with_suffix(&req.trace_prefix, "workdir");
-        let _ = crate::remove::remove_tree(&kept);
-        if let Err(e) = keep_tree(&wd, &kept) {
-            return TrialResult::infra(format!(
-                "cannot keep the working directory in `{}`: {e}",
-                kept.display()
-            ));
+        let limit = out
+            .disk
+            .map_or(crate::cgroup::TrialLimits::DEFAULT_DISK_MB, |d| d.limit_mb);
+        if let Err(why) = keep_workdir(&wd, &kept, crate::cgroup::mb_bytes(limit)) {
+            // Not the trial's failure, nor hevo's: the trial is scored, and its stderr
+            // trace says why no copy is kept.
+            let note = format!("\nhevo: the working directory was not kept: {why}\n");
+            let stderr = with_suffix(&req.trace_prefix, "stderr");
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(stderr)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
         }
     }
     let wall_ms = out.wall.as_millis() as u64;
@@ -481,22 +488,49 @@ pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Copies what a harness left in its working directory: regular files and folders only.
-/// Unlike [`copy_tree`] it never follows a link (a harness's symlink to a file of this user
-/// must not become a readable copy) and skips sockets and devices.
-fn keep_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let dst = to.join(entry.file_name());
-        if kind.is_dir() {
-            keep_tree(&entry.path(), &dst)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &dst)?;
-        }
+/// The most files and folders a kept working directory may hold.
+const KEEP_MAX_ENTRIES: u64 = 100_000;
+
+/// Copies what a harness left in its working directory to `to` (for `hevo tests synth`):
+/// regular files and folders only, never through a link (a harness's symlink to a file of
+/// this user must not become a readable copy), and at most `max_bytes` of file contents
+/// (its disk limit): the disk walk counts a hard-linked file once and a sparse file by the
+/// blocks it holds, a copy would write each link and each hole in full. Past a bound, or on
+/// a file it cannot read, nothing is kept and the error says why.
+fn keep_workdir(from: &Path, to: &Path, max_bytes: u64) -> Result<(), String> {
+    let _ = crate::remove::remove_tree(to);
+    let limits = crate::untrusted::Limits {
+        max_entries: KEEP_MAX_ENTRIES,
+        max_bytes,
+    };
+    // A thread of its own with a large stack: the copy recurses once per folder, and a
+    // harness may nest up to the disk walk's 1,000.
+    let copied = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn_scoped(scope, || {
+                crate::untrusted::copy_tree(from, to, &[], limits, crate::untrusted::Unsafe::Skip)
+            })
+            .map_err(|e| e.to_string())?
+            .join()
+            .map_err(|_| "the copy panicked".to_string())?
+            .map_err(|refused| match refused {
+                // Refused's own words are about a proposer's candidate.
+                crate::untrusted::Refused::TooLarge { path, .. } => format!(
+                    "its files pass the trial's disk limit of {} MB at `{path}` (hard links and \
+                     sparse files are copied in full)",
+                    max_bytes >> 20
+                ),
+                crate::untrusted::Refused::TooManyEntries { limit } => {
+                    format!("it holds more than {limit} files and folders")
+                }
+                other => other.to_string(),
+            })
+    });
+    if copied.is_err() {
+        let _ = crate::remove::remove_tree(to);
     }
-    Ok(())
+    copied.map(|_| ())
 }
 
 #[cfg(test)]
