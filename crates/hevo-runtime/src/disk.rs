@@ -165,7 +165,8 @@ pub fn usage(dirs: &[PathBuf]) -> Usage {
         let Ok(path) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
             continue;
         };
-        let Some(root) = walk.open(None, &path) else {
+        // A root's mode is not known yet: `give_owner_access` looks.
+        let Some(root) = walk.open(None, &path, true) else {
             continue;
         };
         let Ok(st) = nix::sys::stat::fstat(root.as_raw_fd()) else {
@@ -179,6 +180,13 @@ pub fn usage(dirs: &[PathBuf]) -> Usage {
 /// How a walk opens a folder: never through a link, never blocking, never inherited.
 fn dir_flags() -> OFlag {
     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC
+}
+
+/// A subfolder still to visit, as its parent's listing saw it.
+struct Folder {
+    name: CString,
+    /// Its owner lacks read, write or search permission on it.
+    locked: bool,
 }
 
 struct Walker {
@@ -195,13 +203,13 @@ impl Walker {
     /// tree costs descriptors up to [`MAX_DEPTH`], never the thread's stack.
     fn tree(&mut self, mut root: Dir, dev: u64) {
         let folders = self.entries(&mut root, dev);
-        let mut open: Vec<(Dir, Vec<CString>)> = vec![(root, folders)];
+        let mut open: Vec<(Dir, Vec<Folder>)> = vec![(root, folders)];
         loop {
             let depth = open.len();
             let Some((dir, left)) = open.last_mut() else {
                 break;
             };
-            let Some(name) = left.pop() else {
+            let Some(Folder { name, locked }) = left.pop() else {
                 open.pop();
                 continue;
             };
@@ -211,7 +219,7 @@ impl Walker {
                 continue;
             }
             let fd: RawFd = dir.as_raw_fd();
-            if let Some(mut child) = self.open(Some(fd), &name) {
+            if let Some(mut child) = self.open(Some(fd), &name, locked) {
                 let folders = self.entries(&mut child, dev);
                 open.push((child, folders));
             }
@@ -219,9 +227,9 @@ impl Walker {
     }
 
     /// Counts the entries of `dir` on device `dev`; returns its subfolders' names.
-    fn entries(&mut self, dir: &mut Dir, dev: u64) -> Vec<CString> {
+    fn entries(&mut self, dir: &mut Dir, dev: u64) -> Vec<Folder> {
         let fd: RawFd = dir.as_raw_fd();
-        let mut folders: Vec<CString> = Vec::new();
+        let mut folders: Vec<Folder> = Vec::new();
         for entry in dir.iter().flatten() {
             let name = entry.file_name();
             if name.to_bytes() == b"." || name.to_bytes() == b".." {
@@ -240,17 +248,21 @@ impl Walker {
             }
             self.count(&st);
             if is(&st, SFlag::S_IFDIR) {
-                folders.push(name.to_owned());
+                folders.push(Folder {
+                    name: name.to_owned(),
+                    locked: st.st_mode & 0o700 != 0o700,
+                });
             }
         }
         folders
     }
 
     /// Opens the folder `name` (relative to `at`, or a path), first giving its owner back
-    /// `u+rwx` when it lacks them and [`Walker::restore`] is on. `None` when it vanished,
-    /// or could not be opened ([`Usage::unreadable`]) or is not a folder (a link, say).
-    fn open(&mut self, at: Option<RawFd>, name: &CString) -> Option<Dir> {
-        if self.restore {
+    /// `u+rwx` when it is `locked` (its owner lacks one of them) and [`Walker::restore`] is
+    /// on. `None` when it vanished, or could not be opened ([`Usage::unreadable`]) or is not
+    /// a folder (a link, say).
+    fn open(&mut self, at: Option<RawFd>, name: &CString, locked: bool) -> Option<Dir> {
+        if self.restore && locked {
             give_owner_access(at, name);
         }
         match Dir::openat(at, name.as_c_str(), dir_flags(), Mode::empty()) {
