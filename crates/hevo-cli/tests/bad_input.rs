@@ -577,14 +577,8 @@ fn a_harness_filling_its_folder_under_eval_disk_mb_stops_there_with_its_cause() 
 #[test]
 fn an_agent_proposer_without_a_model_is_refused_before_phase_0() {
     let d = tempfile::tempdir().unwrap();
-    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threshold");
     let dir = d.path().join("threshold");
-    let copied = Command::new("cp")
-        .args(["-r", &ex.to_string_lossy(), &dir.to_string_lossy()])
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let _ = std::fs::remove_dir_all(dir.join("runs"));
+    support::threshold_copy(&dir, &[]);
     let toml = dir.join("hevo.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(

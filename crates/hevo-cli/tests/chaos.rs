@@ -15,27 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "runs" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
+mod support;
 
 /// One search: its directory (a copy of `examples/threshold` with 5 iterations) and its
 /// own temporary directory, where trial working directories go.
@@ -47,11 +27,7 @@ struct Search {
 impl Search {
     fn new(root: &Path) -> Search {
         let dir = root.join("threshold");
-        copy(&repo_root().join("examples/threshold"), &dir);
-        let config = std::fs::read_to_string(dir.join("hevo.toml"))
-            .unwrap()
-            .replace("iterations = 3", "iterations = 5");
-        std::fs::write(dir.join("hevo.toml"), config).unwrap();
+        support::threshold_copy(&dir, &[("iterations = 3", "iterations = 5")]);
         let tmp = root.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
         Search { dir, tmp }

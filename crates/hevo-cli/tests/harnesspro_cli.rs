@@ -14,28 +14,13 @@ fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
 
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "runs" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 fn pareto_dir(tmp: &Path) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tmp.join("threshold");
-    copy(&root.join("examples/threshold"), &dir);
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("strategy = \"recommended\"", "strategy = \"full\"")
+    support::threshold_copy(
+        &dir,
+        &[("strategy = \"recommended\"", "strategy = \"full\"")],
+    );
+    let config = std::fs::read_to_string(dir.join("hevo.toml")).unwrap()
         + "\n[objective]\nkind = \"pareto\"\n";
     std::fs::write(dir.join("hevo.toml"), config).unwrap();
     dir

@@ -206,7 +206,7 @@ os.mkdir(\"z\"); open(\"z/f\", \"w\").write(\"x\" * 100000); os.chmod(\"z\", 0)'
     std::fs::create_dir_all(left.join("hide")).unwrap();
     std::fs::write(left.join("hide/f"), "x").unwrap();
     give(&left);
-    std::fs::set_permissions(left.join("hide"), std::fs::Permissions::from_mode(0)).unwrap();
+    std::fs::set_permissions(left.join("hide"), std::fs::Permissions::from_mode(0o000)).unwrap();
     for mode in modes() {
         let o = eval_as_user(d.path(), mode, &[]);
         let stderr = String::from_utf8_lossy(&o.stderr);

@@ -12,36 +12,10 @@ fn hevo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hevo"))
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "runs" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// A copy of `examples/threshold` with a longer search, so kills land mid-run.
 fn search_dir(tmp: &Path) -> PathBuf {
     let dir = tmp.join("threshold");
-    copy(&repo_root().join("examples/threshold"), &dir);
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("iterations = 3", "iterations = 5");
-    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    support::threshold_copy(&dir, &[("iterations = 3", "iterations = 5")]);
     dir
 }
 
