@@ -13,13 +13,9 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-const NOBODY: u32 = 65534;
+mod support;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
+const NOBODY: u32 = 65534;
 
 /// A folder everyone may enter, for a `hevo` that runs as `nobody`.
 fn shared_tempdir() -> tempfile::TempDir {
@@ -65,14 +61,9 @@ fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> Output {
 
 /// The modes to run in: unsandboxed, and in bubblewrap where it is installed.
 fn modes() -> Vec<&'static str> {
-    if Path::new("/usr/bin/bwrap").exists() {
+    if support::has_bwrap() {
         vec!["off", "require"]
     } else {
-        assert!(
-            std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
-            "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
-        );
-        eprintln!("SKIPPED (sandboxed half): bubblewrap is not installed");
         vec!["off"]
     }
 }
@@ -99,22 +90,19 @@ fn give(path: &Path) {
 /// A suite of one task, the harness `h` running `harness_sh`, and an empty `tmp/`, all
 /// given to the user hevo runs as.
 fn one_task(dir: &Path, harness_sh: &str) {
-    write(
-        dir,
-        "suite/suite.toml",
+    support::write(
+        &dir.join("suite/suite.toml"),
         "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
     );
-    write(
-        dir,
-        "suite/tasks.jsonl",
+    support::write(
+        &dir.join("suite/tasks.jsonl"),
         "{\"id\": \"a\", \"split\": \"val\", \"input\": 1, \"expected\": \"ok\"}\n",
     );
-    write(
-        dir,
-        "h/harness.toml",
+    support::write(
+        &dir.join("h/harness.toml"),
         "entry = [\"sh\", \"h.sh\"]\ntimeout_s = 120\n",
     );
-    write(dir, "h/h.sh", harness_sh);
+    support::write(&dir.join("h/h.sh"), harness_sh);
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     give(dir);
 }

@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 
 use support::{eval_command, one_task};
@@ -30,12 +29,7 @@ fn the_openai_sdk_reaches_the_gateway_from_inside_the_sandbox() {
         eprintln!("SKIPPED: python3 has no `openai` package (pip install openai)");
         return;
     }
-    if !Path::new("/usr/bin/bwrap").exists() {
-        assert!(
-            std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
-            "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
-        );
-        eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
+    if !support::has_bwrap() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -82,12 +76,7 @@ print(json.dumps(f"refused {refused}"))
 /// harness could otherwise flood hevo's stderr).
 #[test]
 fn refused_keys_are_logged_once_per_trial() {
-    if !Path::new("/usr/bin/bwrap").exists() {
-        assert!(
-            std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
-            "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
-        );
-        eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
+    if !support::has_bwrap() {
         return;
     }
     let d = tempfile::tempdir().unwrap();

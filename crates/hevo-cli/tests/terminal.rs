@@ -8,10 +8,11 @@
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
+
+mod support;
 
 /// Opens `/dev/tty`, every `/dev/pts/*` and `/dev/console` (or the paths it is given), pushes a command into each
 /// one's input (`TIOCSTI`) and writes a line to it; prints what worked on stderr and
@@ -45,12 +46,6 @@ print("worked:", worked, file=sys.stderr)
 print(json.dumps("done"))
 "#;
 
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// Makes `fd` non-blocking and reads whatever is queued on it.
 fn drain(fd: &OwnedFd) -> String {
     fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap();
@@ -76,22 +71,19 @@ fn eval_on_a_terminal(
 ) -> (String, String, serde_json::Value, String) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write(
-        dir,
-        "suite/suite.toml",
+    support::write(
+        &dir.join("suite/suite.toml"),
         "name = \"tty\"\n[scorer]\nkind = \"exact\"\n",
     );
-    write(
-        dir,
-        "suite/tasks.jsonl",
+    support::write(
+        &dir.join("suite/tasks.jsonl"),
         "{\"id\": \"v1\", \"split\": \"val\", \"input\": {}, \"expected\": \"done\"}\n",
     );
-    write(
-        dir,
-        "attacker/harness.toml",
+    support::write(
+        &dir.join("attacker/harness.toml"),
         &format!("entry = {:?}\n", [&["python3", "h.py"], paths].concat()),
     );
-    write(dir, "attacker/h.py", ATTACKER);
+    support::write(&dir.join("attacker/h.py"), ATTACKER);
     let pty = nix::pty::openpty(None, None).unwrap();
     let slave = pty.slave.as_raw_fd();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hevo"));
@@ -143,12 +135,7 @@ fn assert_untouched(sandbox: &str) {
 
 #[test]
 fn a_sandboxed_harness_cannot_type_into_or_write_to_hevos_terminal() {
-    if !Path::new("/usr/bin/bwrap").exists() {
-        assert!(
-            std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
-            "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
-        );
-        eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
+    if !support::has_bwrap() {
         return;
     }
     assert_untouched("require");

@@ -104,3 +104,18 @@ pub fn json_of(out: &Output) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
+
+/// Whether bubblewrap is installed, for a test that needs the sandbox. When it is not, says
+/// SKIPPED on stderr; under `HEVO_TEST_SANDBOX=1` (the CI sets it once it has installed
+/// bubblewrap) it fails instead, so a sandbox test is never skipped there.
+pub fn has_bwrap() -> bool {
+    if Path::new("/usr/bin/bwrap").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var("HEVO_TEST_SANDBOX").map_or(true, |v| v != "1"),
+        "HEVO_TEST_SANDBOX=1 but bubblewrap is not installed"
+    );
+    eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
+    false
+}
