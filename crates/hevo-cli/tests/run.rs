@@ -281,3 +281,131 @@ fn sigint_stops_a_sleeping_agent_proposer_and_the_run_resumes() {
         "the interrupted iteration was marked as proposed"
     );
 }
+
+/// An agent proposes a candidate whose `prepare` passes the smoke check and fails in the
+/// real evaluation (it tells them apart by its folder), the trick the non-root audit used
+/// to stop a search for good: every run ended `evaluating ...: prepare ... failed`. The
+/// candidate now fails its tasks, the run says so and finishes with a seed as its pick.
+#[test]
+fn a_candidate_whose_prepare_fails_fails_its_tasks_and_the_search_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let script = dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+# Writes one candidate per call: the seed's harness with a prepare that fails outside the
+# smoke check.
+n=$(ls -d candidates/* | wc -l)
+c=pending/stall$n
+mkdir -p "$c"
+cp candidates/*-seed/code/harness.sh "$c/"
+cat > "$c/harness.toml" <<'EOF2'
+entry = ["bash", "harness.sh"]
+prepare = ["bash", "-c", "case $PWD in */smoke/*) exit 0;; *) exit 1;; esac"]
+[params]
+threshold = { values = [6], default = 6 }
+EOF2
+printf 'name = "stall%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", "iterations = 2")
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
+            script.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(&dir)
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("its `prepare` failed") && stderr.contains("counted as failures"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["pick"]["name"], "seed", "{report}");
+    assert_eq!(report["iterations_done"], 2, "{report}");
+}
+
+/// A suite scored by a program that crashes on an answer that is not a string, and an agent
+/// whose candidate answers `null` on the tasks it would get wrong: those trials cannot be
+/// scored. They used to stop the search for good (`has no scored trial on task`, every
+/// rerun alike) and the candidate's score ignored them; now it fails those tasks.
+#[test]
+fn a_candidate_whose_answers_crash_the_scorer_fails_those_tasks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let suite_toml = std::fs::read_to_string(dir.join("suite.toml")).unwrap();
+    std::fs::write(
+        dir.join("suite.toml"),
+        suite_toml.replace(
+            "kind = \"label\"",
+            "kind = \"program\"\ncommand = [\"python3\", \"score.py\"]",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("score.py"),
+        "import json, sys\nd = json.load(sys.stdin)\n\
+         print(1 if d['answer'].strip() == d['expected'] else 0)\n",
+    )
+    .unwrap();
+    let script = dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+# One candidate per call: right on x >= 6 and below 4, `null` on 4 and 5.
+n=$(ls -d candidates/* | wc -l)
+c=pending/nulls$n
+mkdir -p "$c"
+cat > "$c/harness.sh" <<'EOF2'
+read -r line
+x=${line//[^0-9]/}
+if [ "$x" -ge 6 ]; then echo '"high"'; elif [ "$x" -ge 4 ]; then echo null; else echo '"low"'; fi
+EOF2
+printf 'entry = ["bash", "harness.sh"]\n' > "$c/harness.toml"
+printf 'name = "nulls%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+"#,
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", "iterations = 1")
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
+            script.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(&dir)
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("`nulls1` has no scored trial on task")
+            && stderr.contains("counted as a failure"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nulls = report["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "nulls1")
+        .unwrap_or_else(|| panic!("{report}"));
+    // Its true score with the null tasks as failures is below 1; it was exactly 1 on the
+    // tasks it answered.
+    assert!(nulls["estimate"].as_f64().unwrap() < 0.95, "{nulls}");
+}

@@ -368,6 +368,7 @@ pub fn run_search(
         trials_per_task,
         cost_unit: None,
         costs: HashMap::new(),
+        unscored: Vec::new(),
     };
 
     log(&format!(
@@ -477,9 +478,13 @@ pub fn run_search(
                 loop_started.elapsed().as_secs_f64(),
             ));
             let ids = new_ids.clone();
-            if let Err(e) = oracle.call(runner, &candidates, &val_ids, &mut |o| {
+            let called = oracle.call(runner, &candidates, &val_ids, &mut |o| {
                 strat.iteration(o, &ids)
-            }) {
+            });
+            for note in oracle.unscored.drain(..) {
+                log(&format!("iteration {it}: {note}"));
+            }
+            if let Err(e) = called {
                 if let SearchError::Budget { .. } = e {
                     // This iteration's candidates are left out of the pick; raising the
                     // budget and running again evaluates them. The strategy, which saw NaN
@@ -519,6 +524,9 @@ pub fn run_search(
         (strat, &history, &mut stopped_early),
         &archive,
     )?;
+    for note in oracle.unscored.drain(..) {
+        log(&format!("final estimates: {note}"));
+    }
     let (pick, runner_up, ranked) = rank(&candidates, &final_outcome, &shown);
     let mut total = Effort::default();
     for s in oracle.effort.values() {

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hevo_runtime::eval::EvalError;
 use hevo_runtime::task::Split;
 use hevo_strategy::strategy::{CandidateId, Observed, Oracle};
 
@@ -24,6 +25,9 @@ pub(super) struct OracleState {
     /// Each evaluated cell's mean (dollars, tokens) per trial, so a strategy can be replayed
     /// on what is known ([`CachedOracle`]).
     pub(super) costs: HashMap<usize, BTreeMap<String, (f64, f64)>>,
+    /// What a proposed candidate could not be evaluated on and was counted as failing (see
+    /// [`LiveOracle::evaluate_with_costs`]), for the search's log; drained by the caller.
+    pub(super) unscored: Vec<String>,
 }
 
 impl OracleState {
@@ -111,6 +115,7 @@ impl LiveOracle<'_> {
         }
         for (c, idxs) in by_cand {
             let cand = &self.candidates[c];
+            let proposed = cand.meta.iteration > 0;
             let ids: Vec<String> = idxs
                 .iter()
                 .map(|&i| self.val_ids[requests[i].1].clone())
@@ -131,10 +136,20 @@ impl LiveOracle<'_> {
                 Ok(res) => {
                     let known = self.state.outcomes.entry(c).or_default();
                     for (&i, id) in idxs.iter().zip(&ids) {
-                        let y = res.outcomes.get(id).copied().unwrap_or(f64::NAN);
-                        // A task whose every trial was an infra error has no outcome; the
-                        // harness is not blamed, the run stops (and resumes later).
-                        if y.is_nan() && self.error.is_none() {
+                        let mut y = res.outcomes.get(id).copied().unwrap_or(f64::NAN);
+                        // A task whose every trial was an infra error has no outcome. A seed
+                        // is not blamed: the run stops (and resumes later). A proposed
+                        // candidate's answer can provoke the error itself (a program scorer
+                        // that crashes on `null`, a request its provider refuses): it fails
+                        // the task, so it can neither stop the search nor gain from it.
+                        if y.is_nan() && proposed {
+                            y = 0.0;
+                            self.state.unscored.push(format!(
+                                "`{}` has no scored trial on task `{id}` (its trials say why); \
+                                 counted as a failure",
+                                cand.meta.name
+                            ));
+                        } else if y.is_nan() && self.error.is_none() {
                             self.error = Some(SearchError::NoScore {
                                 candidate: cand.meta.name.clone(),
                                 task: id.clone(),
@@ -152,6 +167,26 @@ impl LiveOracle<'_> {
                     // Each cell is requested once per strategy pass, so the per-call spends add up
                     // to the candidate's total.
                     self.state.effort.entry(c).or_default().add(&res.effort);
+                }
+                // A proposed candidate's `prepare` that fails (a flaky one, or one that
+                // passed the smoke check and fails the real run on purpose) fails its tasks.
+                Err(EvalError::Prepare { message, .. }) if proposed => {
+                    self.state.unscored.push(format!(
+                        "`{}`: its `prepare` failed ({message}); its {} task(s) are counted \
+                         as failures",
+                        cand.meta.name,
+                        ids.len()
+                    ));
+                    let known = self.state.outcomes.entry(c).or_default();
+                    for (&i, id) in idxs.iter().zip(&ids) {
+                        out[i] = 0.0;
+                        known.insert(id.clone(), 0.0);
+                        self.state
+                            .costs
+                            .entry(c)
+                            .or_default()
+                            .insert(id.clone(), (0.0, 0.0));
+                    }
                 }
                 Err(source) => {
                     self.error = Some(SearchError::Evaluation {
