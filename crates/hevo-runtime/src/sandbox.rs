@@ -199,20 +199,17 @@ impl SandboxLauncher {
         // bwrap's /dev is a tmpfs of its own, writable and as large as half the RAM: a
         // launch could store past its disk limit there, and (without a cgroup) past its
         // memory limit too, since tmpfs pages are no process's. It is made read-only below;
-        // /dev/shm gets a tmpfs of SHM_MB (Docker's default), and an agent's private /tmp
-        // one of the launch's disk limit.
+        // /dev/shm, and an agent's private /tmp, get a tmpfs of TMPFS_MB each (an agent's
+        // `TMPDIR` is on disk, in its home, where the disk limit measures it).
         a.extend(["--proc", "/proc", "--dev", "/dev"].map(String::from));
-        let size = |mb: u64| {
-            [
-                "--size".to_string(),
-                crate::cgroup::mb_bytes(mb).to_string(),
-            ]
-        };
-        a.extend(size(SHM_MB));
+        let size = [
+            "--size".to_string(),
+            crate::cgroup::mb_bytes(TMPFS_MB).to_string(),
+        ];
+        a.extend(size.clone());
         a.extend(["--tmpfs", "/dev/shm"].map(String::from));
         if access.private_tmp {
-            let disk = self.options.limits.and_then(|l| l.disk_mb);
-            a.extend(size(disk.unwrap_or(TrialLimits::DEFAULT_DISK_MB)));
+            a.extend(size);
             a.extend(["--tmpfs", "/tmp"].map(String::from));
         }
         let mut ro: Vec<PathBuf> = self.options.read_only.clone();
@@ -336,9 +333,11 @@ impl Launcher for SandboxLauncher {
     }
 }
 
-/// The size of a sandbox's `/dev/shm`, in MB: Docker's default, enough for the semaphores
-/// and small buffers of Python's `multiprocessing` and the like.
-pub const SHM_MB: u64 = 64;
+/// The size of each tmpfs a sandbox gets (`/dev/shm`, an agent's private `/tmp`), in MB:
+/// Docker's default for `/dev/shm`, enough for the semaphores and small buffers of Python's
+/// `multiprocessing` and the like. A tmpfs is memory that no process's limit counts, so it
+/// stays small; files a program puts in `TMPDIR` go to disk.
+pub const TMPFS_MB: u64 = 64;
 
 /// Loopback ports named by `*_BASE_URL` variables (`http://127.0.0.1:PORT/...`), but not
 /// [`crate::model_access::OFFLINE_PORT`].

@@ -870,7 +870,7 @@ print(json.dumps(json.dumps(kept, sort_keys=True)))
 /// bwrap's `/dev` (and so `/dev/shm`) is a tmpfs as large as half the RAM, outside the
 /// folders the disk limit measures and, without a cgroup, outside every memory limit: a
 /// harness stored 954 MB there under a 64 MB disk limit. `/dev` is read-only now and
-/// `/dev/shm` holds at most `SHM_MB`.
+/// `/dev/shm` holds at most `TMPFS_MB`.
 #[test]
 fn dev_and_dev_shm_hold_no_more_than_the_shm_size() {
     let Some(sandbox) = sandbox() else { return };
@@ -879,10 +879,47 @@ fn dev_and_dev_shm_hold_no_more_than_the_shm_size() {
     let h = f.harness("filler", DEV_FILLER);
     let r = run(f.options(&h, &suite, "run"), sandbox);
     let kept: Value = serde_json::from_str(&answers(&r)[0]).unwrap();
-    let shm_mb = hevo_runtime::sandbox::SHM_MB;
+    let shm_mb = hevo_runtime::sandbox::TMPFS_MB;
     assert!(
         kept["/dev/shm/fill"].as_u64().unwrap() <= shm_mb,
         "at most {shm_mb} MB in /dev/shm: {kept}"
     );
     assert_eq!(kept["/dev/fill"], 0, "/dev is read-only: {kept}");
+}
+
+/// An agent's sandbox (a read-only folder, a private `/tmp`, as the agent proposer launches
+/// it) writing 200 MB into `/tmp`: a tmpfs, memory that no limit counts, which used to be as
+/// large as the disk limit (10 GB by default). It holds `TMPFS_MB` now.
+#[test]
+fn an_agents_private_tmp_holds_no_more_than_the_tmpfs_size() {
+    let Some(sandbox) = sandbox() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let code = "n = 0\ntry:\n    f = open('/tmp/fill', 'wb')\n    for _ in range(200):\n        \
+                f.write(b'x' * (1 << 20)); f.flush(); n += 1\nexcept OSError:\n    pass\n\
+                print(n)\n";
+    let spec = hevo_runtime::launch::LaunchSpec {
+        argv: vec!["python3".into(), "-c".into(), code.into()],
+        cwd: d.path().to_path_buf(),
+        env: hevo_runtime::launch::base_env(d.path()),
+        stdin: Vec::new(),
+        timeout: Duration::from_secs(60),
+        grace: Duration::from_millis(300),
+        stdout_path: None,
+        stderr_path: None,
+        output_cap: 1 << 20,
+        tail_bytes: 4096,
+        cancel: hevo_runtime::cancel::Cancel::new(),
+        access: hevo_runtime::launch::Access {
+            cwd_read_only: true,
+            private_tmp: true,
+            ..Default::default()
+        },
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt.block_on(sandbox.launch(spec)).unwrap();
+    let mb: u64 = String::from_utf8_lossy(&out.stdout_tail)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(mb, hevo_runtime::sandbox::TMPFS_MB, "MB written to /tmp");
 }

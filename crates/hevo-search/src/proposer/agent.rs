@@ -83,6 +83,12 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
     std::fs::create_dir_all(&call.home)?;
     let home = call.home.to_string_lossy().into_owned();
     let mut env = base_env(&call.home);
+    // Temporary files on disk, in its home, where its disk limit measures them (its private
+    // /tmp in the sandbox is a small tmpfs: memory no limit counts).
+    let tmp = call.home.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    env.retain(|(n, _)| n != "TMPDIR");
+    env.push(("TMPDIR".into(), tmp.to_string_lossy().into_owned()));
     env.extend(call.model_env.vars());
     for (name, value) in &call.extra_env {
         let value = value.replace(HOME_PLACEHOLDER, &home);
@@ -223,6 +229,12 @@ mod tests {
             "{env}"
         );
         assert!(env.contains(&format!("CODEX_HOME={}/.codex", home.display())));
+        // Temporary files go to disk, in its home, under its disk limit.
+        assert!(
+            env.contains(&format!("\nTMPDIR={}/tmp\n", home.display())),
+            "{env}"
+        );
+        assert!(home.join("tmp").is_dir());
         assert!(home.join(".codex").is_dir());
         assert!(env.contains("MY_SETTING=on"));
         let stdout =
