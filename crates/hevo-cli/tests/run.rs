@@ -334,6 +334,12 @@ printf 'name = "stall%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["pick"]["name"], "seed", "{report}");
     assert_eq!(report["iterations_done"], 2, "{report}");
+    // The smoke check's `prepare` states are gone once each candidate is judged.
+    let smoke_state = dir.join("runs/threshold/smoke/state");
+    let left: Vec<_> = std::fs::read_dir(&smoke_state)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in smoke/state: {left:?}");
 }
 
 /// A suite scored by a program that crashes on an answer that is not a string, and an agent

@@ -345,6 +345,23 @@ impl Evaluator {
         Ok(build_report(header, self.store(), &task_refs)?)
     }
 
+    /// Removes the state `prepare` wrote for `candidate` in this run directory, and its
+    /// done-marker: the smoke check's evaluator keeps no candidate's state once it has
+    /// judged it (each state can hold up to the disk limit). A later evaluation prepares
+    /// it again.
+    pub fn release_state(&mut self, candidate: &Loaded) {
+        let key = candidate
+            .harness
+            .dir
+            .canonicalize()
+            .unwrap_or_else(|_| candidate.harness.dir.clone());
+        let Some(dir) = self.loaded.get_mut(&key).and_then(|l| l.state_dir.take()) else {
+            return;
+        };
+        let _ = std::fs::remove_file(crate::launch::with_suffix(&dir, "done"));
+        let _ = crate::remove::remove_tree(&dir);
+    }
+
     /// Runs `prepare` for the candidate if it declares one and has trials to run, once.
     fn ensure_prepared(
         &mut self,

@@ -442,9 +442,10 @@ impl CandidateRunner for LiveRunner {
             trials: 1,
             draw_label: None,
         };
-        let report = smoke
-            .evaluate(&candidate, &batch, None)
-            .map_err(|e| e.to_string())?;
+        let report = smoke.evaluate(&candidate, &batch, None);
+        // Its state served one trial; the real evaluation prepares its own.
+        smoke.release_state(&candidate);
+        let report = report.map_err(|e| e.to_string())?;
         let task = report.tasks.first().ok_or("the smoke trial did not run")?;
         let trial = task.details.last().ok_or("the smoke trial did not run")?;
         match TrialStatus::parse(&trial.status) {
