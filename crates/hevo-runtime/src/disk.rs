@@ -298,6 +298,7 @@ fn give_owner_access(at: Option<RawFd>, name: &CString) {
     let Ok(fd) = nix::fcntl::openat(at, name.as_c_str(), flags, Mode::empty()) else {
         return;
     };
+    // SAFETY: `fd` was just opened here and nothing else owns it.
     let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
         return;
