@@ -349,7 +349,9 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
 pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
     if !args.dir.is_dir() {
         return Err(CliError::User(anyhow!(
-            "`{}` is not a directory; pass the directory that holds your runs (default: runs/)",
+            "`{}` is not a directory; pass the directory that holds your runs (default: runs/): \
+             `hevo run DIR` keeps its runs in DIR/runs/, beside its hevo.toml (e.g. \
+             `hevo ls examples/threshold/runs`)",
             args.dir.display()
         )));
     }
