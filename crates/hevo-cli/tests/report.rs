@@ -477,6 +477,20 @@ fn ls_lists_the_runs_of_a_directory() {
     settings(run).bind(|| insta::assert_snapshot!(text));
 }
 
+/// `hevo ls` where there is no `runs/` (the README's first search keeps its runs beside
+/// its hevo.toml) says where runs are kept.
+#[test]
+fn ls_without_a_runs_folder_says_where_runs_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = hevo().arg("ls").current_dir(tmp.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`hevo run DIR` keeps its runs in DIR/runs/"),
+        "{stderr}"
+    );
+}
+
 /// `hevo ls` on a directory holding only a `hevo eval` run: no search, and the evaluation
 /// named, so the user is not told the directory is empty.
 #[test]
