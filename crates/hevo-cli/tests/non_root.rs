@@ -11,7 +11,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 mod support;
 
@@ -25,8 +25,8 @@ fn shared_tempdir() -> tempfile::TempDir {
 }
 
 /// `hevo eval h --suite suite --no-model --json` in `dir`, as `nobody` when we are root,
-/// with its home and temporary folders inside `dir`.
-fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> Output {
+/// with its home and temporary folders inside `dir`: its report and its stderr.
+fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> (serde_json::Value, String) {
     let tmp = dir.join("tmp");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hevo"));
     cmd.current_dir(dir)
@@ -56,7 +56,11 @@ fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> Output {
             });
         }
     }
-    cmd.output().unwrap()
+    let o = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let report = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("HEVO_SANDBOX={sandbox}: {stderr}"));
+    (report, stderr)
 }
 
 /// The modes to run in: unsandboxed, and in bubblewrap where it is installed.
@@ -119,10 +123,7 @@ fn a_folder_its_owner_made_unreadable_still_counts_toward_the_disk_limit() {
          echo '\"ok\"'\n",
     );
     for mode in modes() {
-        let o = eval_as_user(d.path(), mode, &["--disk-mb", "64"]);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        let report: serde_json::Value =
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {stderr}"));
+        let (report, stderr) = eval_as_user(d.path(), mode, &["--disk-mb", "64"]);
         let trial = &report["tasks"][0]["details"][0];
         assert_eq!(
             trial["status"], "harness_error",
@@ -158,10 +159,7 @@ except Exception as e:\n    print(\"call:\", e)' >&2\n\
          echo '\"ok\"'\n",
     );
     for mode in modes() {
-        let o = eval_as_user(d.path(), mode, &[]);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        let report: serde_json::Value =
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {stderr}"));
+        let (report, _) = eval_as_user(d.path(), mode, &[]);
         let trace = report["tasks"][0]["details"][0]["trace"].as_str().unwrap();
         let said = std::fs::read_to_string(d.path().join(format!("{trace}.stderr")))
             .or_else(|_| std::fs::read_to_string(format!("{trace}.stderr")))
@@ -196,10 +194,7 @@ os.mkdir(\"z\"); open(\"z/f\", \"w\").write(\"x\" * 100000); os.chmod(\"z\", 0)'
     give(&left);
     std::fs::set_permissions(left.join("hide"), std::fs::Permissions::from_mode(0o000)).unwrap();
     for mode in modes() {
-        let o = eval_as_user(d.path(), mode, &[]);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        let report: serde_json::Value =
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{mode}: {stderr}"));
+        let (report, _) = eval_as_user(d.path(), mode, &[]);
         let trial = &report["tasks"][0]["details"][0];
         assert_eq!(
             trial["status"], "harness_error",

@@ -282,6 +282,29 @@ fn sigint_stops_a_sleeping_agent_proposer_and_the_run_resumes() {
     );
 }
 
+/// `hevo run --json` of the search in `dir` with `iterations` and the agent proposer
+/// `sh script` (unsandboxed: these tests are about the search, not containment); asserts it
+/// finished (exit 0) and returns its output and stderr.
+fn run_with_agent(dir: &Path, script: &Path, iterations: u32) -> (std::process::Output, String) {
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", &format!("iterations = {iterations}"))
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
+            script.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(dir)
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (out, stderr)
+}
+
 /// An agent proposes a candidate whose `prepare` passes the smoke check and fails in the
 /// real evaluation (it tells them apart by its folder), the trick the non-root audit used
 /// to stop a search for good: every run ended `evaluating ...: prepare ... failed`. The
@@ -310,23 +333,7 @@ printf 'name = "stall%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 "#,
     )
     .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("iterations = 5", "iterations = 2")
-        + &format!(
-            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
-            script.display()
-        );
-    std::fs::write(dir.join("hevo.toml"), config).unwrap();
-    let out = hevo()
-        .args(["run", "--json", "--jobs", "2"])
-        .arg(&dir)
-        .env("HEVO_SANDBOX", "off")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (out, stderr) = run_with_agent(&dir, &script, 2);
     assert!(
         stderr.contains("its `prepare` failed") && stderr.contains("counted as failures"),
         "{stderr}"
@@ -383,22 +390,7 @@ printf 'name = "nulls%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 "#,
     )
     .unwrap();
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("iterations = 5", "iterations = 1")
-        + &format!(
-            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
-            script.display()
-        );
-    std::fs::write(dir.join("hevo.toml"), config).unwrap();
-    let out = hevo()
-        .args(["run", "--json", "--jobs", "2"])
-        .arg(&dir)
-        .env("HEVO_SANDBOX", "off")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (out, stderr) = run_with_agent(&dir, &script, 1);
     assert!(
         stderr.contains("`nulls1` has no scored trial on task")
             && stderr.contains("counted as a failure"),
