@@ -191,7 +191,15 @@ os.mkdir(\"z\"); open(\"z/f\", \"w\").write(\"x\" * 100000); os.chmod(\"z\", 0)'
     let left = tmp.join("hevo-trial-4194305-xyz");
     std::fs::create_dir_all(left.join("hide")).unwrap();
     std::fs::write(left.join("hide/f"), "x").unwrap();
+    // A link in it to a folder of the user's, which the removal must neither change nor
+    // empty.
+    let victim = d.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep"), "x").unwrap();
+    std::os::unix::fs::symlink(&victim, left.join("hide/link")).unwrap();
     give(&left);
+    give(&victim);
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o500)).unwrap();
     std::fs::set_permissions(left.join("hide"), std::fs::Permissions::from_mode(0o000)).unwrap();
     for mode in modes() {
         let (report, _) = eval_as_user(d.path(), mode, &[]);
@@ -209,4 +217,10 @@ os.mkdir(\"z\"); open(\"z/f\", \"w\").write(\"x\" * 100000); os.chmod(\"z\", 0)'
         assert!(now.is_empty(), "{mode}: the trial's folder stayed: {now:?}");
     }
     assert!(!left.exists(), "the dead hevo's folder stayed");
+    let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o500, "the link's target was changed");
+    assert!(
+        victim.join("keep").exists(),
+        "the link's target was emptied"
+    );
 }
