@@ -28,7 +28,7 @@ fn shared_tempdir() -> tempfile::TempDir {
 /// with its home and temporary folders inside `dir`: its report and its stderr.
 fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> (serde_json::Value, String) {
     let tmp = dir.join("tmp");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hevo"));
+    let mut cmd = Command::new(dir.join("bin/hevo"));
     cmd.current_dir(dir)
         .env("HOME", dir)
         .env("HEVO_HOME", dir.join(".hevo-home"))
@@ -91,23 +91,15 @@ fn give(path: &Path) {
     assert!(chown.unwrap().success());
 }
 
-/// A suite of one task, the harness `h` running `harness_sh`, and an empty `tmp/`, all
-/// given to the user hevo runs as.
+/// A suite of one task (expected answer `"ok"`), the harness `h` running `harness_sh`, an
+/// empty `tmp/` and a copy of `hevo`, all given to the user hevo runs as.
 fn one_task(dir: &Path, harness_sh: &str) {
-    support::write(
-        &dir.join("suite/suite.toml"),
-        "name = \"s\"\n[scorer]\nkind = \"exact\"\n",
-    );
-    support::write(
-        &dir.join("suite/tasks.jsonl"),
-        "{\"id\": \"a\", \"split\": \"val\", \"input\": 1, \"expected\": \"ok\"}\n",
-    );
-    support::write(
-        &dir.join("h/harness.toml"),
-        "entry = [\"sh\", \"h.sh\"]\ntimeout_s = 120\n",
-    );
-    support::write(&dir.join("h/h.sh"), harness_sh);
+    support::one_task(dir, ("sh", "h.sh", harness_sh), "ok");
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    // The binary the user runs, in a folder it can reach: the checkout may lie where
+    // `nobody` cannot (under /root, say). It is also the sandbox's init.
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_hevo"), dir.join("bin/hevo")).unwrap();
     give(dir);
 }
 
