@@ -250,6 +250,7 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
     let harness = harness?;
     harness.check_programs()?;
     if suite.split(options.split).is_empty() {
+        // A suite without any task is refused when it loads, so some split has tasks.
         let counts = suite
             .split_counts()
             .iter()
@@ -259,11 +260,7 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
         return Err(EvalError::NoTasks {
             suite: suite.dir.clone(),
             split: options.split,
-            counts: if counts.is_empty() {
-                "no tasks".into()
-            } else {
-                counts
-            },
+            counts,
         });
     }
     if let Some(only) = &options.only_tasks {
