@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::call::execute_streaming;
 use super::forward::forward;
 use super::limits::Held;
-use super::misc::read_body;
+use super::misc::open_call;
 use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{random_id, Call, Gateway, Refusal};
@@ -133,13 +133,9 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::Messages, &headers, body, &held) {
-        Ok(body) => body,
+    let (call, raw) = match open_call(&gateway, Api::Messages, &headers, body, held) {
+        Ok(opened) => opened,
         Err(refused) => return refused.into_response(),
-    };
-    let (call, raw) = match gateway.begin(Api::Messages, &headers, &body, held) {
-        Ok(begun) => begun,
-        Err(err) => return err.into_response(),
     };
     let forwards = call.backend().forwards(Api::Messages);
     let id = format!("msg_{}", random_id());
@@ -183,13 +179,9 @@ pub(crate) async fn count_tokens(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::CountTokens, &headers, body, &held) {
-        Ok(body) => body,
+    let (call, raw) = match open_call(&gateway, Api::CountTokens, &headers, body, held) {
+        Ok(opened) => opened,
         Err(refused) => return refused.into_response(),
-    };
-    let (call, raw) = match gateway.begin(Api::CountTokens, &headers, &body, held) {
-        Ok(begun) => begun,
-        Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::CountTokens) {
         forward(call, raw, &headers, query).await

@@ -1,6 +1,7 @@
 //! The small endpoints: `HEAD /` and `GET /`, the model list and one model, embeddings; the
 //! 404 of every path not served and the 405 of a served path called with another method; and
-//! [`read_body`], the refusal of a call whose body cannot be read.
+//! [`open_call`], how every model endpoint starts a call (or refuses one whose body cannot
+//! be read).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -13,7 +14,7 @@ use serde_json::{json, Value};
 use super::call::api_key;
 use super::forward::forward;
 use super::limits::Held;
-use super::{ApiError, Dialect, ErrorKind, Gateway, SERVED};
+use super::{ApiError, Call, Dialect, ErrorKind, Gateway, SERVED};
 use crate::backend::Api;
 
 /// The dialect to answer a request with no API of its own in: Anthropic when the caller sent
@@ -84,10 +85,24 @@ fn same_path(pattern: &str, path: &str) -> bool {
     }
 }
 
+/// Starts a call of `api`: reads its body, authenticates, traces and parses it
+/// ([`Gateway::begin`]). Every model endpoint starts so; a refusal is in the caller's format
+/// and already in the ledger.
+pub(crate) fn open_call(
+    gateway: &Gateway,
+    api: Api,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    held: Held,
+) -> Result<(Call, Value), ApiError> {
+    let body = read_body(gateway, api, headers, body, &held)?;
+    gateway.begin(api, headers, &body, held)
+}
+
 /// The body of a call of `api`, or the refusal of a call whose body could not be read (over
 /// the body limit: 413; broken off: 400), in the caller's format and already in the ledger;
 /// the refused call holds `held` (the request's slots and bytes) until it is recorded.
-pub(crate) fn read_body(
+fn read_body(
     gateway: &Gateway,
     api: Api,
     headers: &HeaderMap,
@@ -172,13 +187,9 @@ pub(crate) async fn embeddings(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::Embeddings, &headers, body, &held) {
-        Ok(body) => body,
+    let (call, raw) = match open_call(&gateway, Api::Embeddings, &headers, body, held) {
+        Ok(opened) => opened,
         Err(refused) => return refused.into_response(),
-    };
-    let (call, raw) = match gateway.begin(Api::Embeddings, &headers, &body, held) {
-        Ok(begun) => begun,
-        Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::Embeddings) {
         forward(call, raw, &headers, query).await

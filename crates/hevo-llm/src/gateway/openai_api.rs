@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::call::execute_streaming;
 use super::forward::forward;
 use super::limits::Held;
-use super::misc::read_body;
+use super::misc::open_call;
 use super::same_api::forward_plain;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
@@ -244,13 +244,9 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::ChatCompletions, &headers, body, &held) {
-        Ok(body) => body,
+    let (call, raw) = match open_call(&gateway, Api::ChatCompletions, &headers, body, held) {
+        Ok(opened) => opened,
         Err(refused) => return refused.into_response(),
-    };
-    let (call, raw) = match gateway.begin(Api::ChatCompletions, &headers, &body, held) {
-        Ok(begun) => begun,
-        Err(err) => return err.into_response(),
     };
     let forwards = call.backend().forwards(Api::ChatCompletions);
     let id = format!("chatcmpl-{}", random_id());

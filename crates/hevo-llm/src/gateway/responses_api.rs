@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::call::execute_streaming;
 use super::forward::forward;
 use super::limits::Held;
-use super::misc::read_body;
+use super::misc::open_call;
 use super::translate::{absent, check_fields, content_text, field};
 use super::{now_ms, random_id, Call, Gateway, Refusal};
 use crate::backend::Api;
@@ -147,13 +147,9 @@ pub(crate) async fn responses(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match read_body(&gateway, Api::Responses, &headers, body, &held) {
-        Ok(body) => body,
+    let (call, raw) = match open_call(&gateway, Api::Responses, &headers, body, held) {
+        Ok(opened) => opened,
         Err(refused) => return refused.into_response(),
-    };
-    let (call, raw) = match gateway.begin(Api::Responses, &headers, &body, held) {
-        Ok(begun) => begun,
-        Err(err) => return err.into_response(),
     };
     if call.backend().forwards(Api::Responses) {
         return forward(call, raw, &headers, query).await;
