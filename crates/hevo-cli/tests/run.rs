@@ -407,3 +407,99 @@ printf 'name = "nulls%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
     // tasks it answered.
     assert!(nulls["estimate"].as_f64().unwrap() < 0.95, "{nulls}");
 }
+
+/// A proposer that starts from a copy of its parent (as the skill file tells agents to, and
+/// as the `llm` proposer does) leaves the parent's `name` in `harness.toml`. The store
+/// registered candidates under that manifest name, so every view (status, show, report,
+/// finalize's test rows) credited the copy's trials and test score to the seed and showed
+/// the copy with none. Each candidate is now stored under its archive name.
+#[test]
+fn a_copy_of_its_parent_keeps_its_own_name_in_the_store_and_every_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let script = dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+# The seed's whole code, its harness.toml (name = "seed") unchanged but the threshold.
+n=$(ls -d candidates/* | wc -l)
+c=pending/copy$n
+cp -r candidates/*-seed/code "$c"
+sed -i 's/default = 2/default = 6/' "$c/harness.toml"
+printf 'name = "copy%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+"#,
+    )
+    .unwrap();
+    run_with_agent(&dir, &script, 1);
+    let run = dir.join("runs/threshold");
+    let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
+    let mut names: Vec<String> = db
+        .prepare("SELECT name FROM candidates ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["copy1", "seed"]);
+    let finalize = hevo()
+        .arg("finalize")
+        .arg(&run)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let fin = support::json_of(&finalize);
+    let status = support::json_of(
+        &hevo()
+            .args(["status", "--json"])
+            .arg(&run)
+            .output()
+            .unwrap(),
+    );
+    let trials_of = |name: &str| -> i64 {
+        db.query_row(
+            "SELECT COUNT(*) FROM trials t JOIN candidates c ON c.id = t.candidate_id
+             WHERE c.name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    for name in ["seed", "copy1"] {
+        let row = status["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {status}"));
+        assert!(trials_of(name) > 0, "{name}");
+        assert_eq!(row["trials"], trials_of(name), "{name}: {status}");
+        let show = support::json_of(
+            &hevo()
+                .args(["show", "--json"])
+                .arg(&run)
+                .arg(name)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(show["trials"], trials_of(name), "{name}: {show}");
+    }
+    // The copy (threshold 6) is perfect on test, the seed (2) is not; each test row keeps
+    // its own harness's score.
+    let finalized = |name: &str| fin["test"][name]["pass_rate"].as_f64().unwrap();
+    let shown = |name: &str| {
+        status["test"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not tested: {status}"))["pass_rate"]["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(finalized("copy1"), 1.0, "{fin}");
+    assert!(finalized("seed") < 1.0, "{fin}");
+    for name in ["seed", "copy1"] {
+        assert_eq!(shown(name), finalized(name), "{name}: {status}");
+    }
+}

@@ -201,13 +201,28 @@ impl Evaluator {
     }
 
     /// Loads the harness in `dir` (once: later calls return the same candidate), checks
-    /// that its programs exist, and registers it in the store.
+    /// that its programs exist, and registers it in the store under its manifest's `name`.
     pub fn load(&mut self, dir: &Path) -> Result<Loaded, EvalError> {
+        self.load_named(dir, None)
+    }
+
+    /// [`Evaluator::load`], registered in the store under `name` instead of the manifest's:
+    /// a search's candidate is known by its archive name, and its manifest says whatever its
+    /// proposer left there (a copy of its parent's, or another candidate's on purpose), so
+    /// the store's name, which every view reads, must not come from it.
+    pub fn load_as(&mut self, dir: &Path, name: &str) -> Result<Loaded, EvalError> {
+        self.load_named(dir, Some(name))
+    }
+
+    fn load_named(&mut self, dir: &Path, name: Option<&str>) -> Result<Loaded, EvalError> {
         let key = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         if let Some(l) = self.loaded.get(&key) {
             return Ok(l.clone());
         }
-        let harness = Harness::load(dir)?;
+        let mut harness = Harness::load(dir)?;
+        if let Some(name) = name {
+            harness.name = name.to_string();
+        }
         harness.check_programs()?;
         self.register(key, harness)
     }

@@ -398,7 +398,7 @@ pub fn finalize(
             candidate: name.clone(),
             source,
         };
-        let candidate = evaluator.load(code).map_err(eval_err)?;
+        let candidate = evaluator.load_as(code, &name).map_err(eval_err)?;
         let batch = Batch {
             split: Split::Test,
             tasks: None,

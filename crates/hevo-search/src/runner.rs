@@ -71,13 +71,14 @@ pub trait CandidateRunner {
     /// the design it rests on (the `draws` table).
     fn record_estimate(
         &mut self,
+        name: &str,
         code_dir: &Path,
         estimate: &FinalEstimate,
     ) -> Result<(), EvalError>;
 
     /// Every stored trial row of `code_dir`'s candidate in the search (not smoke trials):
     /// spend, wall time and trace prefix, for the cost objective and the analyzer.
-    fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError>;
+    fn trials(&mut self, name: &str, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError>;
 
     /// HarnessPro's core-set runs: `runs` trials of `code_dir` on each of `task_ids` of the
     /// train split, running only the ones not already in the store; returns exactly those
@@ -318,8 +319,8 @@ fn results_of(report: &EvalReport) -> TaskResults {
 }
 
 impl CandidateRunner for LiveRunner {
-    fn trials(&mut self, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError> {
-        let candidate = self.evaluator.load(code_dir)?;
+    fn trials(&mut self, name: &str, code_dir: &Path) -> Result<Vec<TrialRow>, EvalError> {
+        let candidate = self.evaluator.load_as(code_dir, name)?;
         let rows = self.evaluator.store().trials_of(candidate.candidate_id)?;
         Ok(current_rows(
             rows,
@@ -335,7 +336,7 @@ impl CandidateRunner for LiveRunner {
         task_ids: &[String],
         runs: u32,
     ) -> Result<Vec<TrialRow>, EvalError> {
-        let candidate = self.evaluator.load(code_dir)?;
+        let candidate = self.evaluator.load_as(code_dir, name)?;
         let (tx, reporter) = match &self.settings.progress {
             Some(p) => {
                 let (tx, handle) = progress_lines(format!("{name} (core set)"), p.clone());
@@ -368,8 +369,13 @@ impl CandidateRunner for LiveRunner {
         Ok(())
     }
 
-    fn record_estimate(&mut self, code_dir: &Path, e: &FinalEstimate) -> Result<(), EvalError> {
-        let candidate = self.evaluator.load(code_dir)?;
+    fn record_estimate(
+        &mut self,
+        name: &str,
+        code_dir: &Path,
+        e: &FinalEstimate,
+    ) -> Result<(), EvalError> {
+        let candidate = self.evaluator.load_as(code_dir, name)?;
         let finite = |x: f64| x.is_finite().then_some(x);
         let row = EstimateRow {
             run_id: self.evaluator.run_id().to_string(),
@@ -400,7 +406,7 @@ impl CandidateRunner for LiveRunner {
         split: Split,
         task_ids: &[String],
     ) -> Result<TaskResults, eval::EvalError> {
-        let candidate = self.evaluator.load(code_dir)?;
+        let candidate = self.evaluator.load_as(code_dir, name)?;
         let (tx, reporter) = match &self.settings.progress {
             Some(p) => {
                 let (tx, handle) = progress_lines(name.to_string(), p.clone());
@@ -425,7 +431,7 @@ impl CandidateRunner for LiveRunner {
         Ok(results_of(&report))
     }
 
-    fn smoke(&mut self, _name: &str, code_dir: &Path, task_id: &str) -> Result<(), String> {
+    fn smoke(&mut self, name: &str, code_dir: &Path, task_id: &str) -> Result<(), String> {
         if self.smoke.is_none() {
             let suite = self.evaluator.suite().clone();
             let dir = self.settings.run_dir.join("smoke");
@@ -434,7 +440,7 @@ impl CandidateRunner for LiveRunner {
             self.smoke = Some(Evaluator::open(config).map_err(|e| e.to_string())?);
         }
         let smoke = self.smoke.as_mut().expect("opened above");
-        let candidate = smoke.load(code_dir).map_err(|e| e.to_string())?;
+        let candidate = smoke.load_as(code_dir, name).map_err(|e| e.to_string())?;
         let ids = [task_id.to_string()];
         let batch = Batch {
             split: Split::Train,

@@ -86,7 +86,7 @@ pub(super) fn final_estimates(
                 .collect(),
         };
         runner
-            .record_estimate(&c.code(), &estimate)
+            .record_estimate(&c.meta.name, &c.code(), &estimate)
             .map_err(|source| SearchError::Evaluation {
                 candidate: c.meta.name.clone(),
                 source,
@@ -142,12 +142,13 @@ pub(super) fn pareto_tiers(
 ) -> Result<ParetoReport, SearchError> {
     let mut rows = Vec::with_capacity(candidates.len());
     for c in candidates {
-        let mut r = runner
-            .trials(&c.code())
-            .map_err(|source| SearchError::Evaluation {
-                candidate: c.meta.name.clone(),
-                source,
-            })?;
+        let mut r =
+            runner
+                .trials(&c.meta.name, &c.code())
+                .map_err(|source| SearchError::Evaluation {
+                    candidate: c.meta.name.clone(),
+                    source,
+                })?;
         // Validation rows only (HarnessPro's core-set runs are train trials).
         r.retain(|row| val_ids.contains(&row.task_id));
         let diagnosis = crate::diagnose::diagnose(&c.meta.name, &r);

@@ -184,7 +184,9 @@ impl Epochs {
         let train_ids: Vec<String> = self.train.iter().map(|t| t.id.clone()).collect();
         let mut history = Vec::with_capacity(candidates.len());
         for c in candidates {
-            let mut rows = runner.trials(&c.code()).map_err(eval_err(c))?;
+            let mut rows = runner
+                .trials(&c.meta.name, &c.code())
+                .map_err(eval_err(c))?;
             rows.retain(|r| train_ids.contains(&r.task_id));
             history.push(rows);
         }
@@ -255,7 +257,9 @@ impl Epochs {
         let mut rows = Vec::with_capacity(pool.len());
         let mut val_trials = 0;
         for c in candidates {
-            let mut r = runner.trials(&c.code()).map_err(eval_err(c))?;
+            let mut r = runner
+                .trials(&c.meta.name, &c.code())
+                .map_err(eval_err(c))?;
             r.retain(|row| self.val_ids.contains(&row.task_id));
             val_trials += r.len();
             if pool.contains(&c.seq) {
