@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use hevo_runtime::printable::printable;
+use hevo_runtime::printable::{one_line, printable};
 use hevo_search::view::diff::diff_dirs;
 use hevo_search::view::series::spend_per_iteration;
 use hevo_search::view::{list_runs, CandidateView, RunView, ViewError};
@@ -142,6 +142,13 @@ fn status_json(run: &RunView) -> Value {
     })
 }
 
+/// Untrusted text of several lines (a hypothesis, a rejection's reason) inside hevo's
+/// output: [`printable`], each line after the first indented, so none can pass for a line
+/// of hevo's own.
+fn continued(text: &str) -> String {
+    printable(text).replace('\n', "\n    ")
+}
+
 fn status_text(run: &RunView) -> String {
     let (trials, spend) = run.total();
     let full = spend_per_iteration(run).last().map_or(0, |a| a.full_trials);
@@ -186,7 +193,7 @@ fn status_text(run: &RunView) -> String {
             s,
             "{}: {} (iteration {}) {}",
             if run.finished { "pick" } else { "best so far" },
-            b.name,
+            one_line(&b.name),
             b.iteration,
             est(b.estimate)
         );
@@ -201,10 +208,10 @@ fn status_text(run: &RunView) -> String {
             s,
             "  {:>3} {:<24} {:>4} {:<24} {:<13} {:<12} {:>20} {:>6}",
             c.seq,
-            c.name,
+            one_line(&c.name),
             c.iteration,
-            c.parent.as_deref().unwrap_or("-"),
-            c.axis,
+            one_line(c.parent.as_deref().unwrap_or("-")),
+            one_line(&c.axis),
             c.status,
             match (c.estimate, c.raw_mean()) {
                 (None, Some(m)) => format!("raw mean {m:.3}"),
@@ -217,7 +224,9 @@ fn status_text(run: &RunView) -> String {
         let _ = writeln!(
             s,
             "  rejected in iteration {}: {}: {}",
-            r.iteration, r.name, r.reason
+            r.iteration,
+            one_line(&r.name),
+            continued(&r.reason)
         );
     }
     for (what, failures) in [("validation", &run.failures), ("test", &run.test_failures)] {
@@ -238,7 +247,7 @@ fn status_text(run: &RunView) -> String {
             let _ = writeln!(
                 s,
                 "  {:<24} {:<12} {:>20} on {} tasks",
-                t.name,
+                one_line(&t.name),
                 t.role,
                 est(Some(t.pass_rate)),
                 t.tasks
@@ -277,10 +286,14 @@ fn parent_diff(run: &RunView, c: &CandidateView) -> Option<String> {
 fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
     let mut s = format!(
         "candidate {} (#{}, iteration {}, {})\n",
-        c.name, c.seq, c.iteration, c.axis
+        one_line(&c.name),
+        c.seq,
+        c.iteration,
+        one_line(&c.axis)
     );
-    let _ = writeln!(s, "parent: {}", c.parent.as_deref().unwrap_or("- (a seed)"));
-    let _ = writeln!(s, "hypothesis: {}", c.hypothesis);
+    let parent = c.parent.as_deref().map_or("- (a seed)".into(), one_line);
+    let _ = writeln!(s, "parent: {parent}");
+    let _ = writeln!(s, "hypothesis: {}", continued(&c.hypothesis));
     let _ = writeln!(s, "status: {}", c.status);
     let se = c.estimate.map_or(String::new(), |e| {
         if e.se.is_finite() {
@@ -336,7 +349,7 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
             let _ = write!(
                 s,
                 "\ndiff against {}:\n{}",
-                c.parent.as_deref().unwrap_or(""),
+                one_line(c.parent.as_deref().unwrap_or("")),
                 printable(d)
             );
         }
@@ -415,7 +428,7 @@ fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)]) -> String
                     r.iterations_done(),
                     r.candidates.len(),
                     trials,
-                    best.map_or("-", |b| b.name.as_str()),
+                    one_line(best.map_or("-", |b| b.name.as_str())),
                     est(best.and_then(|b| b.estimate))
                 );
             }

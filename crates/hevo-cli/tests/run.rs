@@ -503,3 +503,57 @@ printf 'name = "copy%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
         assert_eq!(shown(name), finalized(name), "{name}: {status}");
     }
 }
+
+/// Text a proposer writes in `candidate.toml` (parent, axis, hypothesis; a rejected entry's
+/// name) was printed raw by `hevo status`, `show` and the run's log: a window title, a
+/// screen clear, and a line break that forged `pick: evil 1.000`. None reaches them raw now.
+#[test]
+fn a_proposer_cannot_drive_the_terminal_through_what_it_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let script = dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+python3 - <<'EOF2'
+import os, shutil
+def write(name, meta):
+    d = os.path.join("pending", name)
+    shutil.copytree([os.path.join("candidates", c, "code") for c in os.listdir("candidates") if c.endswith("-seed")][0], d)
+    open(os.path.join(d, "candidate.toml"), "w").write(meta)
+write("evil", 'name = "evil"\nparent = "seed\\npick: evil 1.000"\naxis = "\\u001b]0;TITLE\\u0007\\u001b[2J"\nhypothesis = "one\\rpick: evil 1.000\\u001b[2J\\n\\u202etwo"\n')
+write("bad", 'name = "bad\\u001b[2J\\npick: evil 1.000"\nparent = "seed"\n')
+EOF2
+"#,
+    )
+    .unwrap();
+    let (_, stderr) = run_with_agent(&dir, &script, 1);
+    let run = dir.join("runs/threshold");
+    let status = hevo().arg("status").arg(&run).output().unwrap();
+    let show = hevo()
+        .args(["show"])
+        .arg(&run)
+        .arg("evil")
+        .output()
+        .unwrap();
+    for (what, text) in [
+        ("run log", stderr),
+        (
+            "status",
+            String::from_utf8_lossy(&status.stdout).into_owned(),
+        ),
+        ("show", String::from_utf8_lossy(&show.stdout).into_owned()),
+    ] {
+        assert!(text.contains("evil"), "{what}: {text}");
+        assert!(
+            !text.contains(['\x1b', '\x07', '\r', '\u{202e}']),
+            "{what} printed a control character raw: {text:?}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with("pick: evil")),
+            "{what} printed a forged line: {text}"
+        );
+    }
+}

@@ -19,6 +19,7 @@
 
 use std::path::Path;
 
+use crate::printable::one_line;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -161,7 +162,12 @@ impl Failures {
             let f = &c.first;
             out.push(format!(
                 "{indent}{} x{} ({}): first {} on task {} trial {}",
-                c.class, c.count, c.status, f.candidate, f.task, f.trial
+                c.class,
+                c.count,
+                c.status,
+                one_line(&f.candidate),
+                one_line(&f.task),
+                f.trial
             ));
             for line in f.error.lines() {
                 out.push(format!("{indent}    {line}"));

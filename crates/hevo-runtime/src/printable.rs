@@ -5,8 +5,10 @@
 //! their control characters act on the terminal: `ESC [2J` clears it, a carriage return
 //! lets a harness write `pass rate 100.0%` over hevo's own line, `ESC ]0;` sets the window
 //! title, and the bidirectional overrides reorder what is shown. [`printable`] shows each
-//! such character as an escape (`\u{1b}`) instead; line breaks and tabs stay. `--json`
-//! needs none of this: JSON escapes control characters itself.
+//! such character as an escape (`\u{1b}`) instead; line breaks and tabs stay. A field that
+//! is one line of hevo's own output (a name, a parent, an axis) goes through [`one_line`],
+//! which escapes line breaks and tabs too, so it cannot start a line that looks like
+//! hevo's. `--json` needs none of this: JSON escapes control characters itself.
 
 use std::borrow::Cow;
 
@@ -14,18 +16,29 @@ use std::borrow::Cow;
 /// bidirectional formatting character shown as `\u{..}`; unchanged (borrowed) when it has
 /// none.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_unsafe) {
+    escaped(text, is_unsafe)
+}
+
+/// `text` with each character `escape` picks shown as `\u{..}`.
+fn escaped(text: &str, escape: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&escape) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if is_unsafe(c) {
+        if escape(c) {
             out.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             out.push(c);
         }
     }
     Cow::Owned(out)
+}
+
+/// [`printable`], with line breaks and tabs escaped as well: for untrusted text printed as
+/// part of one line.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    escaped(text, |c| c.is_control() || is_unsafe(c))
 }
 
 /// Whether `c` acts on a terminal instead of being shown.
@@ -49,5 +62,10 @@ mod tests {
         assert!(!shown.chars().any(is_unsafe));
         let plain = "line one\n\tindented, naïve, 日本語";
         assert!(matches!(printable(plain), Cow::Borrowed(p) if p == plain));
+        assert_eq!(
+            one_line("name\npick: evil 1.000\t\u{202e}"),
+            "name\\u{a}pick: evil 1.000\\u{9}\\u{202e}"
+        );
+        assert!(matches!(one_line("naïve-2"), Cow::Borrowed("naïve-2")));
     }
 }

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use hevo_runtime::harness::Harness;
+use hevo_runtime::printable::{one_line, printable};
 
 use super::{io_err, SearchError};
 use hevo_runtime::untrusted::{self, Unsafe};
@@ -187,7 +188,11 @@ pub(super) fn validate_pending(
         };
         match problem {
             Some(reason) => {
-                log(&format!("  rejected `{}`: {reason}", meta.name));
+                log(&format!(
+                    "  rejected `{}`: {}",
+                    one_line(&meta.name),
+                    printable(&reason)
+                ));
                 // Kept for inspection, outside candidates/.
                 let dest = rejected_root.join(format!("{it:03}-{dir_name}"));
                 keep_rejected(&entry, staged.then_some(dir.as_path()), &dest);
