@@ -202,10 +202,9 @@ fn eval_exits_1_when_every_trial_failed() {
     assert!(stdout.contains("`I refuse to answer in JSON`"), "{stdout}");
 }
 
-#[test]
-fn a_search_shows_failures_per_batch_and_in_its_summary() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// A search in `dir` (run `faults`) whose seed answers right and whose one proposed
+/// candidate (the params proposer's `faulty` mode) crashes, hangs and prints garbage.
+fn faulty_search(dir: &Path) {
     suite(dir);
     faulty_harness(
         dir,
@@ -218,6 +217,13 @@ fn a_search_shows_failures_per_batch_and_in_its_summary() {
         "name = \"faults\"\nsuite = \"suite\"\nseeds = [\"seed\"]\nseed = 3\n[model]\n[search]\niterations = 1\n\
          candidates_per_iteration = 1\n[evaluation]\nstrategy = \"full\"\n",
     );
+}
+
+#[test]
+fn a_search_shows_failures_per_batch_and_in_its_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    faulty_search(dir);
     let out = hevo(dir)
         .args(["run", ".", "--finalize", "--jobs", "2"])
         .output()
@@ -253,6 +259,35 @@ fn a_search_shows_failures_per_batch_and_in_its_summary() {
         .map(|c| c["class"].as_str().unwrap())
         .collect();
     assert_eq!(classes, ["crash", "timeout", "bad_output"]);
+}
+
+/// `hevo status` of a moved run read its failures' stderr from the traces where the run
+/// used to be: after a move the tail was gone (and had another run taken the old place,
+/// its stderr would have been shown). The traces are found in the run as it is now.
+#[test]
+fn status_of_a_moved_run_reads_its_failures_from_where_the_run_is_now() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    faulty_search(dir);
+    let out = hevo(dir)
+        .args(["run", ".", "--jobs", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let moved = dir.join("moved");
+    std::fs::rename(dir.join("runs/faults"), &moved).unwrap();
+    let status = hevo(dir).arg("status").arg(&moved).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    let traces = format!("trace: {}/traces/c", moved.display());
+    assert!(text.contains(&traces), "{text}");
+    assert!(!text.contains("runs/faults"), "{text}");
+    assert!(text.contains("stderr, last lines:"), "{text}");
+    assert!(text.contains("working on it"), "{text}");
 }
 
 /// A task the suite's scorer cannot score is out of the pass rate, and the table says what

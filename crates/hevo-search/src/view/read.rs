@@ -169,10 +169,10 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         Err(_) => None,
     };
     let test = read_test(&dir.join("test"), record.as_ref())?;
-    let failures = read_failures(&store, true)?;
+    let failures = read_failures(&store, dir, true)?;
     let test_db = dir.join("test").join("hevo.db");
     let test_failures = if test_db.is_file() {
-        read_failures(&Store::open_read_only(&test_db)?, false)?
+        read_failures(&Store::open_read_only(&test_db)?, &dir.join("test"), false)?
     } else {
         Failures::default()
     };
@@ -206,8 +206,9 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
 }
 
 /// The failed trials of a store by class (see [`hevo_runtime::failures`]), `infra_error`
-/// included, in candidate, task and trial order; `val_only` keeps validation tasks.
-fn read_failures(store: &Store, val_only: bool) -> Result<Failures, ViewError> {
+/// included, in candidate, task and trial order; `val_only` keeps validation tasks. Trace
+/// paths are found below `dir`, the store's directory as it is now.
+fn read_failures(store: &Store, dir: &Path, val_only: bool) -> Result<Failures, ViewError> {
     let q = |source| hevo_runtime::store::StoreError::Query {
         what: "read failed trials",
         source,
@@ -237,6 +238,7 @@ fn read_failures(store: &Store, val_only: bool) -> Result<Failures, ViewError> {
     let mut failures = Failures::default();
     for row in rows {
         let (candidate, task, trial, status, error, trace) = row.map_err(q)?;
+        let trace = trace.map(|t| where_now(dir, Path::new(&t)).to_string_lossy().into_owned());
         failures.add(TrialRef {
             candidate: &candidate,
             task: &task,
@@ -397,15 +399,24 @@ fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>,
     Ok(out)
 }
 
-/// Where a candidate's trace directory is now: the store keeps the absolute path of the run
-/// directory the trials ran in, so after the run directory was moved or copied its
-/// `traces/c<id>` is found in the run directory as it is now (other paths stay as stored).
+/// Where a trace (a candidate's `traces/c<id>` or a trial's `traces/c<id>/<task>/<trial>`)
+/// is now: the store keeps the absolute path of the run directory the trials ran in, so
+/// after the run directory was moved or copied its traces are found below `run_dir` as it
+/// is now (a path without `traces/c<id>` in it stays as stored).
 fn where_now(run_dir: &Path, stored: &Path) -> PathBuf {
-    let mut parts = stored.components().rev();
-    match (parts.next(), parts.next()) {
-        (Some(id), Some(traces)) if traces.as_os_str() == "traces" => {
-            run_dir.join("traces").join(id)
-        }
-        _ => stored.to_path_buf(),
+    let parts: Vec<_> = stored.components().collect();
+    let is_candidate = |c: &std::path::Component| {
+        let c = c.as_os_str().to_string_lossy();
+        c.strip_prefix('c')
+            .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let at = (0..parts.len().saturating_sub(1))
+        .rev()
+        .find(|&i| parts[i].as_os_str() == "traces" && is_candidate(&parts[i + 1]));
+    match at {
+        Some(i) => parts[i..]
+            .iter()
+            .fold(run_dir.to_path_buf(), |p, c| p.join(c)),
+        None => stored.to_path_buf(),
     }
 }
