@@ -637,6 +637,26 @@ fn a_budget_stopped_run_and_a_lost_pick_are_shown_as_they_are() {
     assert!(why.contains("evaluation budget of 50"), "{status}");
     let pick = status["best"]["name"].as_str().unwrap().to_string();
     assert!(status["best"]["estimate"]["value"].is_number(), "{status}");
+    // The views count iterations as `hevo run` did, and label the candidates the budget
+    // left out as such (they said 1 against the run's 0, and `evaluating`).
+    let done = status["iterations_done"].as_u64().unwrap();
+    let said = if done == 1 {
+        "1 iteration".to_string()
+    } else {
+        format!("{done} iterations")
+    };
+    assert!(
+        text.contains(&format!(", {said} (stopped early")),
+        "{text}\n{status}"
+    );
+    let statuses: Vec<&str> = status["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert!(statuses.contains(&"left out"), "{status}");
+    assert!(!statuses.contains(&"evaluating"), "{status}");
     let out = hevo().arg("status").arg(&run).output().unwrap();
     assert!(ok(&out).starts_with("run run: finished early: the evaluation budget"));
     let out = hevo().arg("report").arg(&run).output().unwrap();

@@ -52,6 +52,10 @@ pub struct SearchRecord {
     /// Why the search stopped before its last iteration (a budget), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_early: Option<String>,
+    /// The iterations it completed, as `hevo run` printed (`None` in a record from before
+    /// hevo wrote it).
+    #[serde(default)]
+    pub iterations_done: Option<u32>,
 }
 
 /// The file name of the search record inside the run directory.
@@ -91,6 +95,7 @@ impl SearchRecord {
                 .unwrap_or_default(),
             cost_unit: report.pareto.as_ref().map(|p| p.unit),
             stopped_early: report.stopped_early.clone(),
+            iterations_done: Some(report.iterations_done),
         }
     }
 }

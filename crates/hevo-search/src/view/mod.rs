@@ -44,6 +44,9 @@ pub struct RunView {
     pub strategy: Option<String>,
     /// The pick named in `search.json`, once the search has finished.
     pub pick: Option<String>,
+    /// The iterations the finished search completed, as `search.json` records them (`None`
+    /// while it runs, and for a run from before hevo recorded them).
+    pub recorded_iterations: Option<u32>,
     /// Validation tasks in the store.
     pub val_tasks: usize,
     /// Trials per (candidate, task) seen in the store (the largest trial index plus one).
@@ -94,6 +97,11 @@ pub struct CandidateView {
 }
 
 impl CandidateView {
+    /// Whether the strategy has made its estimate: `evaluated`, or `not sampled` (the prior).
+    pub fn estimated(&self) -> bool {
+        matches!(self.status.as_str(), "evaluated" | "not sampled")
+    }
+
     /// The plain mean of its per-task outcomes so far (`None` before its first trial): what
     /// to look at while the strategy has not made an estimate yet. Not an estimate of the
     /// full validation score: the tasks run first are not a random sample.
@@ -259,8 +267,31 @@ impl RunView {
         }
     }
 
-    /// The last iteration with an archived candidate.
+    /// The iterations completed, as `hevo run` counts them: what a finished search recorded;
+    /// while it runs, the last iteration whose candidates all have an estimate, or that
+    /// ended with every proposal rejected.
     pub fn iterations_done(&self) -> u32 {
+        if let Some(n) = self.recorded_iterations {
+            return n;
+        }
+        let pending: Vec<u32> = self
+            .candidates
+            .iter()
+            .filter(|c| !c.estimated())
+            .map(|c| c.iteration)
+            .collect();
+        let ended = |it: u32| !pending.iter().any(|&p| p <= it);
+        self.candidates
+            .iter()
+            .map(|c| c.iteration)
+            .chain(self.rejected.iter().map(|r| r.iteration))
+            .filter(|&it| ended(it))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The last iteration with an archived candidate: the charts' last column.
+    pub fn last_iteration(&self) -> u32 {
         self.candidates
             .iter()
             .map(|c| c.iteration)

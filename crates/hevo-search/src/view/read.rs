@@ -176,6 +176,12 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
     } else {
         Failures::default()
     };
+    // A finished search's candidate without an estimate was left out by its budget.
+    if record.is_some() {
+        for c in candidates.iter_mut().filter(|c| !c.estimated()) {
+            c.status = "left out".into();
+        }
+    }
     // The pick is shown with its selection-adjusted interval, as `hevo run` printed it.
     if let Some(r) = &record {
         if let (Some(est), Some(c)) = (
@@ -194,6 +200,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         finished: record.is_some(),
         stopped_early: record.as_ref().and_then(|r| r.stopped_early.clone()),
         strategy,
+        recorded_iterations: record.as_ref().and_then(|r| r.iterations_done),
         pick: record.map(|r| r.pick),
         val_tasks,
         trials_per_task,

@@ -23,7 +23,7 @@ pub struct BestAt {
 /// For each iteration, the best candidate proposed up to it (iterations with no estimated
 /// candidate yet are left out).
 pub fn best_per_iteration(run: &RunView) -> Vec<BestAt> {
-    (0..=run.iterations_done())
+    (0..=run.last_iteration())
         .filter_map(|it| {
             let c = best_of(run.candidates.iter().filter(|c| c.iteration <= it))?;
             Some(BestAt {
@@ -81,7 +81,7 @@ impl SpendAt {
 
 /// Cumulative spend per iteration (the last entry is the run's total).
 pub fn spend_per_iteration(run: &RunView) -> Vec<SpendAt> {
-    (0..=run.iterations_done())
+    (0..=run.last_iteration())
         .map(|it| {
             let mut at = SpendAt {
                 iteration: it,
@@ -121,7 +121,7 @@ pub struct PoolAt {
 
 /// The task pool per iteration (cumulative over candidates).
 pub fn pool_per_iteration(run: &RunView) -> Vec<PoolAt> {
-    (0..=run.iterations_done())
+    (0..=run.last_iteration())
         .map(|it| {
             // task -> (sum of outcomes, trials)
             let mut by_task: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
@@ -270,6 +270,7 @@ mod tests {
             stopped_early: None,
             strategy: None,
             pick: None,
+            recorded_iterations: None,
             val_tasks: 4,
             trials_per_task: 1,
             candidates,

@@ -26,7 +26,7 @@ fn interval(f: &Frame, x: f64, lo: f64, hi: f64, color: &str) -> String {
 /// The best estimate per iteration: the chart, then the same numbers as a table.
 pub(super) fn chart_best(run: &RunView) -> String {
     let best = best_per_iteration(run);
-    let f = Frame::new(-0.25, run.iterations_done() as f64 + 0.25, 0.0, 1.0);
+    let f = Frame::new(-0.25, run.last_iteration() as f64 + 0.25, 0.0, 1.0);
     let mut s = f.open(
         CHART_IDS[0],
         "best estimate per iteration with 95% intervals",
@@ -81,7 +81,7 @@ pub(super) fn chart_best(run: &RunView) -> String {
 /// Every candidate's estimate at the iteration that proposed it, colored by axis; a point
 /// links to the candidate's section.
 pub(super) fn chart_candidates(run: &RunView) -> String {
-    let f = Frame::new(-0.5, run.iterations_done() as f64 + 0.5, 0.0, 1.0);
+    let f = Frame::new(-0.5, run.last_iteration() as f64 + 0.5, 0.0, 1.0);
     let mut s = f.open(
         CHART_IDS[1],
         "every candidate's estimate by iteration, colored by axis",

@@ -13,7 +13,7 @@ use crate::view::RunView;
 pub(super) fn chart_pool(run: &RunView) -> String {
     let pool = pool_per_iteration(run);
     let top = run.val_tasks.max(1) as f64;
-    let f = Frame::new(-0.5, run.iterations_done() as f64 + 0.5, 0.0, top);
+    let f = Frame::new(-0.5, run.last_iteration() as f64 + 0.5, 0.0, top);
     let mut s = f.open(
         CHART_IDS[3],
         "validation tasks by solve rate, per iteration",

@@ -15,7 +15,7 @@ pub(super) fn spend_section(run: &RunView) -> String {
     let max = series.last().map_or(0, |a| a.full_trials.max(a.trials)) as f64;
     let ticks = count_ticks(max);
     let top = ticks.last().map_or(1.0, |t| t.0);
-    let f = Frame::new(-0.5, run.iterations_done() as f64 + 0.5, 0.0, top);
+    let f = Frame::new(-0.5, run.last_iteration() as f64 + 0.5, 0.0, top);
     let mut s = String::from(
         "<p class=\"note\">Cumulative validation trials per iteration: what the search ran \
          against what full evaluation would have run (every candidate on every validation \
