@@ -10,7 +10,7 @@ use anyhow::anyhow;
 use hevo_runtime::printable::{one_line, printable};
 use hevo_search::view::diff::diff_dirs;
 use hevo_search::view::series::spend_per_iteration;
-use hevo_search::view::{list_runs, CandidateView, RunView, ViewError};
+use hevo_search::view::{list_runs, require_run, CandidateView, RunView, ViewError};
 use hevo_stats::estimate::Estimate;
 use serde_json::{json, Value};
 
@@ -368,7 +368,15 @@ pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
             args.dir.display()
         )));
     }
-    let runs: Vec<(PathBuf, Result<RunView, ViewError>)> = list_runs(&args.dir)
+    // A run directory itself lists as that one run (its `smoke/` and `test/` stores are
+    // its own, not evaluations of their own).
+    let one_run = require_run(&args.dir).is_ok();
+    let dirs = if one_run {
+        vec![args.dir.clone()]
+    } else {
+        list_runs(&args.dir)
+    };
+    let runs: Vec<(PathBuf, Result<RunView, ViewError>)> = dirs
         .into_iter()
         .map(|p| {
             let v = RunView::open(&p);
@@ -391,11 +399,11 @@ pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
             .collect();
         return print(&format!("{}\n", json!(doc)));
     }
-    print(&ls_text(&args.dir, &runs))
+    print(&ls_text(&args.dir, &runs, one_run))
 }
 
-fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)]) -> String {
-    let evals = eval_runs(dir);
+fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)], one_run: bool) -> String {
+    let evals = if one_run { vec![] } else { eval_runs(dir) };
     let evals_line = if evals.is_empty() {
         String::new()
     } else {
@@ -454,7 +462,11 @@ fn eval_runs(dir: &Path) -> Vec<String> {
     out
 }
 
-/// A run's path as `ls` prints it: relative to the listed directory.
+/// A run's path as `ls` prints it: relative to the listed directory (the directory itself
+/// when it is the run).
 fn run_label(dir: &Path, run: &Path) -> String {
-    run.strip_prefix(dir).unwrap_or(run).display().to_string()
+    match run.strip_prefix(dir) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ => run.display().to_string(),
+    }
 }

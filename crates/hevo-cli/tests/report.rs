@@ -477,6 +477,27 @@ fn ls_lists_the_runs_of_a_directory() {
     settings(run).bind(|| insta::assert_snapshot!(text));
 }
 
+/// `hevo ls RUN` (a run directory, not the folder of runs) said `no search runs` and
+/// listed the run's own `smoke` and `test` stores as evaluations; it lists the run.
+#[test]
+fn ls_of_a_run_directory_lists_that_run() {
+    let run = run_dir();
+    let text = ok(&hevo().arg("ls").arg(run).output().unwrap());
+    assert!(!text.contains("no search runs"), "{text}");
+    assert!(!text.contains("evaluations"), "{text}");
+    let line = text.lines().nth(1).unwrap_or_default();
+    assert!(line.starts_with(&run.display().to_string()), "{text}");
+    assert!(line.contains("finished"), "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&ok(&hevo()
+        .args(["ls", "--json"])
+        .arg(run)
+        .output()
+        .unwrap()))
+    .unwrap();
+    assert_eq!(doc.as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc[0]["run"], "threshold", "{doc}");
+}
+
 /// `hevo ls` where there is no `runs/` (the README's first search keeps its runs beside
 /// its hevo.toml) says where runs are kept.
 #[test]
