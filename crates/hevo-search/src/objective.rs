@@ -161,10 +161,11 @@ pub fn select_tiers(points: &[Point], baseline_pass_rate: f64, w: &ObjectiveConf
     let survivors = tier_survivors(points, baseline_pass_rate);
     let objs: Vec<[f64; 2]> = points.iter().map(Point::objectives).collect();
     let pick = |ab: [f64; 2]| closest_to_ideal(&objs, &PASS_COST, &survivors, &ab);
+    let [lite, medium, heavy] = w.weights();
     TierPicks {
-        lite: pick(w.lite),
-        medium: pick(w.medium),
-        heavy: pick(w.heavy),
+        lite: pick(lite),
+        medium: pick(medium),
+        heavy: pick(heavy),
     }
 }
 
@@ -237,7 +238,7 @@ impl ParetoReport {
             .collect();
         let baseline_pass_rate = objs.first().map_or(f64::NAN, |p| p.pass_rate);
         let picks = select_tiers(&objs, baseline_pass_rate, w);
-        let weights = [w.lite, w.medium, w.heavy];
+        let weights = w.weights();
         let tiers = [picks.lite, picks.medium, picks.heavy]
             .into_iter()
             .zip(TIERS)
@@ -350,8 +351,8 @@ mod tests {
         assert_eq!(select_tiers(&pts, 0.5, &w), tier_picks(&pts, 0.5));
         // Every tier leaning all the way to cost picks the cheapest survivor.
         let cheap = ObjectiveConfig {
-            medium: [0.0, 1.0],
-            heavy: [0.0, 1.0],
+            medium: Some([0.0, 1.0]),
+            heavy: Some([0.0, 1.0]),
             ..w
         };
         let p = select_tiers(&pts, 0.5, &cheap);

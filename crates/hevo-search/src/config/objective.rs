@@ -1,6 +1,7 @@
 //! `[objective]` and `[harnesspro]`: what the search optimizes (pass rate alone, or pass
 //! rate and cost in three tiers) and HarnessPro's epoch loop (`docs/harnesspro.md`).
 
+use hevo_stats::pareto::TIER_WEIGHTS;
 use serde::Deserialize;
 
 /// `[harnesspro]`: the epoch loop of HarnessPro (`docs/harnesspro.md`).
@@ -41,43 +42,47 @@ impl Default for HarnessProConfig {
 }
 
 /// `[objective]`: what the search optimizes (`docs/harnesspro.md`).
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ObjectiveConfig {
     /// `pass_rate` (the default: one pick) or `pareto` (lite, medium and heavy tiers).
     #[serde(default)]
     pub kind: ObjectiveKind,
-    /// `[alpha, beta]` (weights of pass rate and cost) of the lite tier.
-    #[serde(default = "default_lite")]
-    pub lite: [f64; 2],
-    /// `[alpha, beta]` of the medium tier.
-    #[serde(default = "default_medium")]
-    pub medium: [f64; 2],
-    /// `[alpha, beta]` of the heavy tier.
-    #[serde(default = "default_heavy")]
-    pub heavy: [f64; 2],
+    /// `[alpha, beta]` (weights of pass rate and cost) of the lite tier, as written (`None`:
+    /// the default, [`ObjectiveConfig::weights`]).
+    #[serde(default, deserialize_with = "two_weights")]
+    pub lite: Option<[f64; 2]>,
+    /// `[alpha, beta]` of the medium tier, as written.
+    #[serde(default, deserialize_with = "two_weights")]
+    pub medium: Option<[f64; 2]>,
+    /// `[alpha, beta]` of the heavy tier, as written.
+    #[serde(default, deserialize_with = "two_weights")]
+    pub heavy: Option<[f64; 2]>,
 }
 
-fn default_lite() -> [f64; 2] {
-    [1.0, 2.0]
+impl ObjectiveConfig {
+    /// `[alpha, beta]` of the lite, medium and heavy tiers, the defaults
+    /// (`hevo_stats::pareto::TIER_WEIGHTS`: cost-leaning, balanced, pass-rate-leaning) where
+    /// not written.
+    pub fn weights(&self) -> [[f64; 2]; 3] {
+        let [lite, medium, heavy] = TIER_WEIGHTS.map(|(a, b)| [a, b]);
+        [
+            self.lite.unwrap_or(lite),
+            self.medium.unwrap_or(medium),
+            self.heavy.unwrap_or(heavy),
+        ]
+    }
 }
 
-fn default_medium() -> [f64; 2] {
-    [1.0, 1.0]
-}
-
-fn default_heavy() -> [f64; 2] {
-    [2.0, 1.0]
-}
-
-impl Default for ObjectiveConfig {
-    fn default() -> Self {
-        ObjectiveConfig {
-            kind: ObjectiveKind::default(),
-            lite: default_lite(),
-            medium: default_medium(),
-            heavy: default_heavy(),
-        }
+/// A tier's weights: exactly two numbers (a third was dropped without a word before).
+fn two_weights<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
+    let v = Vec::<f64>::deserialize(d)?;
+    match v[..] {
+        [alpha, beta] => Ok(Some([alpha, beta])),
+        _ => Err(serde::de::Error::invalid_length(
+            v.len(),
+            &"two weights [alpha, beta], e.g. [1.0, 2.0]",
+        )),
     }
 }
 

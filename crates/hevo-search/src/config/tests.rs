@@ -20,10 +20,7 @@ fn minimal_config_gets_documented_defaults() {
     assert_eq!(c.evaluation.strategy, "recommended");
     assert_eq!(c.evaluation.rho, 0.2);
     assert_eq!(c.objective.kind, ObjectiveKind::PassRate);
-    assert_eq!(
-        (c.objective.lite, c.objective.medium, c.objective.heavy),
-        ([1.0, 2.0], [1.0, 1.0], [2.0, 1.0])
-    );
+    assert_eq!(c.objective.weights(), [[1.0, 2.0], [1.0, 1.0], [2.0, 1.0]]);
 }
 
 #[test]
@@ -82,7 +79,22 @@ fn bad_values_name_the_key_and_the_fix() {
             "[objective]\nkind = \"cost\"",
             "expected `pass_rate` or `pareto`",
         ),
-        ("[objective]\nlite = [-1.0, 2.0]", "objective.lite"),
+        (
+            "[objective]\nkind = \"pareto\"\nlite = [-1.0, 2.0]",
+            "objective.lite",
+        ),
+        (
+            "[objective]\nkind = \"pareto\"\nheavy = [1.0, 2.0, 3.0]",
+            "hevo.toml:5:9: `objective.heavy`: invalid length 3, expected two weights",
+        ),
+        (
+            "[objective]\nkind = \"pareto\"\nlite = [inf, 1.0]",
+            "use two finite weights >= 0",
+        ),
+        (
+            "[objective]\nlite = [1.0, 2.0]",
+            "`objective.lite` is set, but `objective.kind` is `pass_rate`",
+        ),
         ("[executor]\npids = 0", "executor.pids"),
         ("[executor]\ncpus = 0", "executor.cpus"),
         ("[executor]\nio_mbps = 0", "executor.io_mbps"),

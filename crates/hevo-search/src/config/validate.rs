@@ -143,15 +143,22 @@ impl RunConfig {
         if let Err(e) = parse_estimator(&self.evaluation.estimator) {
             return Err(bad("evaluation.estimator", e.to_string()));
         }
-        for (tier, w) in [
-            ("lite", self.objective.lite),
-            ("medium", self.objective.medium),
-            ("heavy", self.objective.heavy),
-        ] {
+        let o = &self.objective;
+        for (tier, w) in [("lite", o.lite), ("medium", o.medium), ("heavy", o.heavy)] {
+            let Some(w) = w else { continue };
+            let key = format!("objective.{tier}");
+            if o.kind != ObjectiveKind::Pareto {
+                // Read only by the tiers: set without them, it would be ignored.
+                return Err(bad(
+                    &key,
+                    "is set, but `objective.kind` is `pass_rate`: the tier weights are read                      only with `kind = \"pareto\"`; add that, or remove them"
+                        .into(),
+                ));
+            }
             if !w.iter().all(|x| x.is_finite() && *x >= 0.0) || w == [0.0, 0.0] {
                 return Err(bad(
-                    &format!("objective.{tier}"),
-                    format!("is {w:?}: use two weights >= 0, not both 0, e.g. [1.0, 2.0]"),
+                    &key,
+                    format!("is {w:?}: use two finite weights >= 0, not both 0, e.g. [1.0, 2.0]"),
                 ));
             }
         }
