@@ -4,7 +4,8 @@
 //! wait: trials, `prepare`, scorer processes, proposers and the gateway. Signals become
 //! reasons ([`Cancel::listen_for_signals`]): the first SIGINT/SIGTERM asks every process
 //! group to stop (SIGTERM, grace period, SIGKILL) and lets the store finish its writes; a
-//! second one is [`CancelReason::Kill`]: every running group gets SIGKILL at once.
+//! second one is [`CancelReason::Kill`]: every running group gets SIGKILL at once (a
+//! SIGTERM echoed within [`TERM_ECHO`] of the first is not a second one).
 //!
 //! Reasons are ordered by strength and only a stronger reason replaces the current one, so
 //! a late "store failed" never hides the user's Ctrl-C, and a second Ctrl-C always wins.
@@ -13,6 +14,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use tokio::sync::watch;
+
+/// How soon after a first SIGTERM another SIGTERM is the same request echoed (a sender
+/// signalling the process and then its group), not a second signal.
+pub const TERM_ECHO: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Why a run was cancelled, weakest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -127,26 +132,32 @@ impl Cancel {
 
     /// Turns SIGINT and SIGTERM into reasons, on the process runtime: the first signal
     /// cancels with `Interrupt`/`Terminate` and calls `notify` (the CLI prints how to
-    /// resume), a second one cancels with `Kill`. Call once per process.
+    /// resume), a second one cancels with `Kill`. A SIGTERM within [`TERM_ECHO`] of a first
+    /// SIGTERM is the same request, not a second one: `timeout` (and other supervisors)
+    /// signal the process and then its process group, so hevo gets it twice at once, and
+    /// took that for "stop now". Call once per process.
     pub fn listen_for_signals(&self, notify: impl Fn(CancelReason) + Send + 'static) {
         use tokio::signal::unix::{signal, SignalKind};
         let cancel = self.clone();
         crate::rt::runtime().spawn(async move {
             let mut int = signal(SignalKind::interrupt()).ok();
             let mut term = signal(SignalKind::terminate()).ok();
-            let mut first = true;
+            let mut first: Option<(CancelReason, std::time::Instant)> = None;
             loop {
                 let reason = tokio::select! {
                     Some(()) = recv(&mut int) => CancelReason::Interrupt,
                     Some(()) = recv(&mut term) => CancelReason::Terminate,
                     else => return,
                 };
-                if first {
-                    first = false;
-                    cancel.cancel(reason);
-                    notify(reason);
-                } else {
-                    cancel.cancel(CancelReason::Kill);
+                match first {
+                    None => {
+                        first = Some((reason, std::time::Instant::now()));
+                        cancel.cancel(reason);
+                        notify(reason);
+                    }
+                    Some((CancelReason::Terminate, at))
+                        if reason == CancelReason::Terminate && at.elapsed() < TERM_ECHO => {}
+                    Some(_) => cancel.cancel(CancelReason::Kill),
                 }
             }
         });
