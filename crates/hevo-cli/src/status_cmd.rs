@@ -134,6 +134,7 @@ fn status_json(run: &RunView) -> Value {
         "trials_per_task": run.trials_per_task,
         "spend": spend,
         "best": run.best().map(|b| json!({"name": b.name, "iteration": b.iteration, "estimate": est_json(b.estimate)})),
+        "tiers": run.tiers.iter().map(|(t, n)| (t.clone(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "test": run.test.iter().map(|t| json!({"name": t.name, "role": t.role,
             "pass_rate": est_json(Some(t.pass_rate)), "tasks": t.tasks, "trials": t.trials,
             "cost_usd": t.cost_usd})).collect::<Vec<_>>(),
@@ -197,6 +198,14 @@ fn status_text(run: &RunView) -> String {
             b.iteration,
             est(b.estimate)
         );
+    }
+    if !run.tiers.is_empty() {
+        let tiers: Vec<String> = run
+            .tiers
+            .iter()
+            .map(|(t, n)| format!("{t} {}", one_line(n)))
+            .collect();
+        let _ = writeln!(s, "tiers: {}", tiers.join(", "));
     }
     let _ = writeln!(
         s,

@@ -91,6 +91,28 @@ fn pareto_run_reports_tiers_in_json_and_text_and_finalize_tests_them() {
         );
     }
 
+    // status names the tiers too, and its test rows the roles finalize gave them.
+    let status = support::json_of(
+        &hevo()
+            .args(["status", "--json"])
+            .arg(dir.join("runs/threshold"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        status["tiers"],
+        serde_json::json!({"lite": pick, "medium": pick, "heavy": pick}),
+        "{status}"
+    );
+    let roles: Vec<(&str, &str)> = status["test"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["role"].as_str().unwrap()))
+        .collect();
+    assert!(roles.contains(&(pick, "pick")), "{status}");
+    assert!(roles.contains(&("seed", "seed")), "{status}");
+
     // The report of a pareto run: every chart once, the pass rate against cost chart too
     // (it used to reuse the spend chart's id, so the page had two `chart-spend`).
     let out = hevo()

@@ -100,6 +100,51 @@ impl SearchRecord {
     }
 }
 
+impl SearchRecord {
+    /// The harnesses finalize tests, each once, in this order: the pick, the seeds, the
+    /// frontier (with `frontier`), the tiers.
+    pub fn tested(&self, frontier: bool) -> Vec<String> {
+        let mut names: Vec<String> = vec![self.pick.clone()];
+        let frontier = self.frontier.iter().filter(|_| frontier);
+        let tiers = self.tiers.iter().map(|(_, n)| n);
+        for name in self.seeds.iter().chain(frontier).chain(tiers) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+
+    /// The tiers `name` was picked for (`lite`, `medium`, `heavy`), in that order.
+    pub fn tiers_of(&self, name: &str) -> Vec<String> {
+        self.tiers
+            .iter()
+            .filter(|(_, n)| n == name)
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// `name`'s role, as finalize and every view show it: `pick` (and `seed` when it is
+    /// one), `seed`, its tiers (`lite, medium`), or `frontier`; empty for none.
+    pub fn role_of(&self, name: &str) -> String {
+        let seed = self.seeds.iter().any(|s| s == name);
+        if self.pick == name {
+            return if seed { "pick, seed" } else { "pick" }.into();
+        }
+        if seed {
+            return "seed".into();
+        }
+        let tiers = self.tiers_of(name);
+        if !tiers.is_empty() {
+            return tiers.join(", ");
+        }
+        if self.frontier.iter().any(|f| f == name) {
+            return "frontier".into();
+        }
+        String::new()
+    }
+}
+
 /// Whether the search made `r` an estimate JSON can hold (no NaN): a candidate of an
 /// iteration the evaluation budget stopped has none.
 fn has_estimate(r: &crate::run::Ranked) -> bool {
@@ -326,33 +371,14 @@ pub fn finalize(
         .into_iter()
         .map(|(seq, name, dir)| (name, (seq, dir.join("code"))))
         .collect();
-    let pick_role = if record.seeds.contains(&record.pick) {
-        "pick, seed"
-    } else {
-        "pick"
-    };
-    let mut roles: Vec<(String, String)> = vec![(record.pick.clone(), pick_role.into())];
-    for s in &record.seeds {
-        roles.push((s.clone(), "seed".into()));
-    }
-    if opts.frontier {
-        for f in &record.frontier {
-            roles.push((f.clone(), "frontier".into()));
-        }
-    }
-    let tiers_of = |name: &str| -> Vec<String> {
-        record
-            .tiers
-            .iter()
-            .filter(|(_, n)| n == name)
-            .map(|(t, _)| t.clone())
-            .collect()
-    };
-    for (_, name) in &record.tiers {
-        if !roles.iter().any(|(n, _)| n == name) {
-            roles.push((name.clone(), tiers_of(name).join(", ")));
-        }
-    }
+    let roles: Vec<(String, String)> = record
+        .tested(opts.frontier)
+        .into_iter()
+        .map(|name| {
+            let role = record.role_of(&name);
+            (name, role)
+        })
+        .collect();
     let test_dir = run_dir.join("test");
     let suite = test_suite(suite_dir)?;
     let suite_tasks: Vec<String> = suite
@@ -451,7 +477,7 @@ pub fn finalize(
                     .unwrap_or(f64::NAN),
                 trials: report.trials,
                 cost_usd: report.spend.cost_usd,
-                tiers: tiers_of(&name),
+                tiers: record.tiers_of(&name),
                 cost: cost_summary(&rows, unit),
             },
         );
@@ -489,6 +515,45 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    /// finalize and the views read one rule: a tier candidate that is also on the frontier
+    /// is named by its tiers (status called it `frontier` while finalize said `lite, ...`).
+    #[test]
+    fn roles_are_one_rule_and_each_harness_is_tested_once() {
+        let names = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let record = SearchRecord {
+            config_file: PathBuf::new(),
+            pick: "p".into(),
+            pick_iteration: 1,
+            pick_estimate: None,
+            seeds: names(&["s", "p0"]),
+            frontier: names(&["p", "f", "t"]),
+            estimates: BTreeMap::new(),
+            tiers: vec![
+                ("lite".into(), "t".into()),
+                ("medium".into(), "t".into()),
+                ("heavy".into(), "p".into()),
+            ],
+            cost_unit: None,
+            stopped_early: None,
+            iterations_done: Some(2),
+        };
+        assert_eq!(record.tested(false), names(&["p", "s", "p0", "t"]));
+        assert_eq!(record.tested(true), names(&["p", "s", "p0", "f", "t"]));
+        let roles: Vec<String> = ["p", "s", "f", "t", "x"]
+            .iter()
+            .map(|n| record.role_of(n))
+            .collect();
+        assert_eq!(
+            roles,
+            names(&["pick", "seed", "frontier", "lite, medium", ""])
+        );
+        let seeded = SearchRecord {
+            pick: "s".into(),
+            ..record
+        };
+        assert_eq!(seeded.role_of("s"), "pick, seed");
+    }
 
     fn scores(xs: &[f64]) -> BTreeMap<String, f64> {
         xs.iter()

@@ -44,6 +44,8 @@ pub struct RunView {
     pub strategy: Option<String>,
     /// The pick named in `search.json`, once the search has finished.
     pub pick: Option<String>,
+    /// HarnessPro's `(tier, candidate)` picks of a finished `pareto` search, lite first.
+    pub tiers: Vec<(String, String)>,
     /// The iterations the finished search completed, as `search.json` records them (`None`
     /// while it runs, and for a run from before hevo recorded them).
     pub recorded_iterations: Option<u32>,

@@ -201,6 +201,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         stopped_early: record.as_ref().and_then(|r| r.stopped_early.clone()),
         strategy,
         recorded_iterations: record.as_ref().and_then(|r| r.iterations_done),
+        tiers: record.as_ref().map(|r| r.tiers.clone()).unwrap_or_default(),
         pick: record.map(|r| r.pick),
         val_tasks,
         trials_per_task,
@@ -381,19 +382,7 @@ fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>,
         };
         let tasks = per_task(mine);
         let means: Vec<f64> = tasks.iter().map(|t| t.outcome).collect();
-        let role = record.map_or(String::new(), |r| {
-            let mut roles = Vec::new();
-            if r.pick == name {
-                roles.push("pick");
-            }
-            if r.seeds.contains(&name) {
-                roles.push("seed");
-            }
-            if roles.is_empty() && r.frontier.contains(&name) {
-                roles.push("frontier");
-            }
-            roles.join(", ")
-        });
+        let role = record.map_or(String::new(), |r| r.role_of(&name));
         out.push(TestView {
             name,
             role,

@@ -271,6 +271,7 @@ mod tests {
             strategy: None,
             pick: None,
             recorded_iterations: None,
+            tiers: vec![],
             val_tasks: 4,
             trials_per_task: 1,
             candidates,
