@@ -278,6 +278,8 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
     eprintln!("screenshot: {}", shot.display());
 }
 
+/// Markup, and the control and bidirectional characters that would act on the page or
+/// reorder a cell, in a proposer's hypothesis and code are shown as text.
 #[test]
 fn strings_from_the_proposer_are_escaped() {
     let tmp = tempfile::tempdir().unwrap();
@@ -288,7 +290,8 @@ fn strings_from_the_proposer_are_escaped() {
         .lines()
         .map(|l| {
             if l.starts_with("hypothesis = ") {
-                "hypothesis = \"<script>alert('x')</script> & <b>bold</b>\"".to_string()
+                "hypothesis = \"<script>alert('x')</script> & <b>bold</b> \\u202Etxt.exe\\u001B[2J\""
+                    .to_string()
             } else {
                 l.to_string()
             }
@@ -297,11 +300,23 @@ fn strings_from_the_proposer_are_escaped() {
         .join("\n");
     assert_ne!(text, evil, "{text}");
     std::fs::write(&meta, evil).unwrap();
+    // A line of its code that a bidi override would show reversed, in its diff.
+    let code = meta.with_file_name("code/evil.txt");
+    std::fs::write(code, "name = \"\u{202e}gnp.exe\u{2069}\"\n").unwrap();
     ok(&hevo().arg("report").arg(&copy).output().unwrap());
     let html = std::fs::read_to_string(copy.join("report.html")).unwrap();
     assert!(!html.contains("<script>alert"), "unescaped hypothesis");
     assert!(!html.contains("<b>bold"), "unescaped hypothesis");
-    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold"));
+    assert!(html.contains(
+        "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; \
+         \\u{202e}txt.exe\\u{1b}[2J"
+    ));
+    assert!(html.contains("+name = &quot;\\u{202e}gnp.exe\\u{2069}&quot;"));
+    // No bidi control or ESC is left to act on the page.
+    assert!(
+        !html.contains(['\u{202e}', '\u{2069}', '\x1b']),
+        "a raw control character in the page"
+    );
 }
 
 /// A candidate whose parent has a large file and which changes one line of it (the audit's

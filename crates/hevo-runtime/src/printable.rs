@@ -5,8 +5,10 @@
 //! their control characters act on the terminal: `ESC [2J` clears it, a carriage return
 //! lets a harness write `pass rate 100.0%` over hevo's own line, `ESC ]0;` sets the window
 //! title, and the bidirectional overrides reorder what is shown. [`printable`] shows each
-//! such character as an escape (`\u{1b}`) instead; line breaks and tabs stay. `--json`
-//! needs none of this: JSON escapes control characters itself.
+//! such character as an escape (`\u{1b}`) instead; line breaks and tabs stay. The HTML
+//! report's escaping applies the same rule, since a browser too lets the bidirectional
+//! overrides reorder a cell. `--json` needs none of this: JSON escapes control characters
+//! itself.
 
 use std::borrow::Cow;
 
