@@ -1,10 +1,11 @@
 //! A run directory the user cannot write (here root's, read by `nobody`): `hevo status`
-//! reads its store although SQLite cannot create `hevo.db-shm` beside it.
+//! reads its store although SQLite cannot create `hevo.db-shm` beside it, and `hevo
+//! report` says to use `--out`, then writes there with links that lead back to the run.
 //! Root writes every folder, so these tests need root to switch to `nobody`; as another
 //! user they say SKIPPED.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
@@ -74,6 +75,49 @@ fn status_reads_a_store_in_a_folder_it_cannot_write() {
     assert!(stdout.starts_with("run run: finished\n"), "{stdout}");
     assert!(stdout.contains("\npick: "), "{stdout}");
     assert!(!dir.join("run/hevo.db-shm").exists());
+}
+
+/// `hevo report` where it cannot write: exit 2 naming the file and `--out`; with `--out` it
+/// writes there, and its links to archive directories and traces lead to them.
+#[test]
+fn report_in_a_folder_it_cannot_write_names_out_and_writes_there() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = setup();
+    let out = as_nobody_in(dir, &["report", "run"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot write `run/report.html`")
+            && stderr.contains("`hevo report run --out FILE`"),
+        "{stderr}"
+    );
+    assert!(!dir.join("run/report.html").exists());
+
+    let out = as_nobody_in(dir, &["report", "run", "--out", "out/report.html"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "report: out/report.html\n");
+    let html = std::fs::read_to_string(dir.join("out/report.html")).unwrap();
+    let links: Vec<PathBuf> = html
+        .split("<a href=\"")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| dir.join("out").join(l))
+        .collect();
+    assert!(
+        links.iter().any(|l| l.ends_with("traces/c1")),
+        "no trace link: {links:?}"
+    );
+    for link in &links {
+        assert!(
+            link.starts_with(dir.join("out/../run")),
+            "{}",
+            link.display()
+        );
+        assert!(link.is_dir(), "{} leads nowhere", link.display());
+    }
 }
 
 /// A killed run can leave trials in `hevo.db-wal`, which cannot be read without creating
