@@ -9,20 +9,12 @@
 //!   which a non-root sandbox cannot bind (port 9), and every trial's stderr said so.
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
 mod support;
 
-const NOBODY: u32 = 65534;
-
-/// A folder everyone may enter, for a `hevo` that runs as `nobody`.
-fn shared_tempdir() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
-}
+use support::nobody::{as_nobody, is_root, shared_tempdir, NOBODY};
 
 /// `hevo eval h --suite suite --no-model --json` in `dir`, as `nobody` when we are root,
 /// with its home and temporary folders inside `dir`: its report and its stderr.
@@ -45,16 +37,8 @@ fn eval_as_user(dir: &Path, sandbox: &str, extra: &[&str]) -> (serde_json::Value
         ])
         .args(["--run-dir", &format!("run-{sandbox}")])
         .args(extra);
-    if nix::unistd::geteuid().is_root() {
-        // SAFETY: three system calls, no allocation.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setgroups(&[])?;
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(NOBODY))?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY))?;
-                Ok(())
-            });
-        }
+    if is_root() {
+        as_nobody(&mut cmd);
     }
     let o = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -74,7 +58,7 @@ fn modes() -> Vec<&'static str> {
 
 /// The user hevo runs as here: `nobody` when we are root.
 fn as_user() -> u32 {
-    if nix::unistd::geteuid().is_root() {
+    if is_root() {
         NOBODY
     } else {
         nix::unistd::geteuid().as_raw()
@@ -96,10 +80,7 @@ fn give(path: &Path) {
 fn one_task(dir: &Path, harness_sh: &str) {
     support::one_task(dir, ("sh", "h.sh", harness_sh), "ok");
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    // The binary the user runs, in a folder it can reach: the checkout may lie where
-    // `nobody` cannot (under /root, say). It is also the sandbox's init.
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_hevo"), dir.join("bin/hevo")).unwrap();
+    support::nobody::copy_hevo(dir);
     give(dir);
 }
 

@@ -45,6 +45,20 @@ fn run_dir() -> &'static Path {
     Box::leak(tmp.path().join("runs/threshold").into_boxed_path())
 }
 
+/// A copy of the shared run at `<tmp>/<rel>` (`cp -a`), for a test that changes it.
+fn copy_of_run(tmp: &Path, rel: &str) -> PathBuf {
+    let copy = tmp.join(rel);
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(run_dir())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    copy
+}
+
 /// The candidates' names in archive order (`NNN-name` folders, sorted).
 fn archive_names(run: &Path) -> Vec<String> {
     let mut dirs: Vec<String> = std::fs::read_dir(run.join("archive/candidates"))
@@ -264,25 +278,20 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
     eprintln!("screenshot: {}", shot.display());
 }
 
+/// Markup, and the control and bidirectional characters that would act on the page or
+/// reorder a cell, in a proposer's hypothesis and code are shown as text.
 #[test]
 fn strings_from_the_proposer_are_escaped() {
     let tmp = tempfile::tempdir().unwrap();
-    let copy = tmp.path().join("runs/evil");
-    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(run_dir())
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let copy = copy_of_run(tmp.path(), "runs/evil");
     let meta = copy.join("archive/candidates/001-seed.i1c0/candidate.toml");
     let text = std::fs::read_to_string(&meta).unwrap();
     let evil: String = text
         .lines()
         .map(|l| {
             if l.starts_with("hypothesis = ") {
-                "hypothesis = \"<script>alert('x')</script> & <b>bold</b>\"".to_string()
+                "hypothesis = \"<script>alert('x')</script> & <b>bold</b> \\u202Etxt.exe\\u001B[2J\""
+                    .to_string()
             } else {
                 l.to_string()
             }
@@ -291,11 +300,82 @@ fn strings_from_the_proposer_are_escaped() {
         .join("\n");
     assert_ne!(text, evil, "{text}");
     std::fs::write(&meta, evil).unwrap();
+    // A line of its code that a bidi override would show reversed, in its diff.
+    let code = meta.with_file_name("code/evil.txt");
+    std::fs::write(code, "name = \"\u{202e}gnp.exe\u{2069}\"\n").unwrap();
     ok(&hevo().arg("report").arg(&copy).output().unwrap());
     let html = std::fs::read_to_string(copy.join("report.html")).unwrap();
     assert!(!html.contains("<script>alert"), "unescaped hypothesis");
     assert!(!html.contains("<b>bold"), "unescaped hypothesis");
-    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold"));
+    assert!(html.contains(
+        "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; \
+         \\u{202e}txt.exe\\u{1b}[2J"
+    ));
+    assert!(html.contains("+name = &quot;\\u{202e}gnp.exe\\u{2069}&quot;"));
+    // No bidi control or ESC is left to act on the page.
+    assert!(
+        !html.contains(['\u{202e}', '\u{2069}', '\x1b']),
+        "a raw control character in the page"
+    );
+}
+
+/// A candidate whose parent has a large file and which changes one line of it (the audit's
+/// 80,000 lines, which took 47 s to diff), and adds twelve files that together hold twelve
+/// times the per-candidate limit: `hevo show` and report.html stay within the limits and say
+/// what they left out.
+#[test]
+fn large_changes_leave_the_diff_and_the_report_bounded() {
+    use hevo_search::view::diff::MAX_DIFF_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = copy_of_run(tmp.path(), "large");
+    ok(&hevo().arg("report").arg(&copy).output().unwrap());
+    let before = std::fs::metadata(copy.join("report.html")).unwrap().len() as usize;
+    // The last candidate archived: nothing was derived from it.
+    let names = archive_names(&copy);
+    let leaf = names.last().unwrap();
+    let show = |c: &str| -> serde_json::Value {
+        let out = hevo().args(["show", "--json"]).arg(&copy).arg(c).output();
+        serde_json::from_str(&ok(&out.unwrap())).unwrap()
+    };
+    let parent = show(leaf)["parent"].as_str().unwrap().to_string();
+    let code = |name: &str| {
+        let at = names.iter().position(|n| n == name).unwrap();
+        copy.join(format!("archive/candidates/{at:03}-{name}/code"))
+    };
+    let lines: String = (0..80_000)
+        .map(|i| format!("line {i} of a large generated file\n"))
+        .collect();
+    std::fs::write(code(&parent).join("big.txt"), &lines).unwrap();
+    let changed = lines.replace("line 40000 of", "line 40000, changed, of");
+    std::fs::write(code(leaf).join("big.txt"), &changed).unwrap();
+    for i in 0..12 {
+        let file = code(leaf).join(format!("new{i:02}.txt"));
+        std::fs::write(file, &lines[..MAX_DIFF_BYTES]).unwrap();
+    }
+
+    let diff = show(leaf)["diff"].as_str().unwrap().to_string();
+    let too_large = format!(
+        "File big.txt changed (old: {} bytes, new: {} bytes): too large to show",
+        lines.len(),
+        changed.len()
+    );
+    assert!(diff.contains(&too_large), "{}", &diff[..300]);
+    let (shown, last) = diff.trim_end().rsplit_once('\n').unwrap();
+    assert!(shown.len() <= MAX_DIFF_BYTES, "{}", shown.len());
+    assert!(
+        last.starts_with("Diff cut at the 128 KiB limit per candidate; left out: the rest of new00.txt, new01.txt"),
+        "{last}"
+    );
+
+    ok(&hevo().arg("report").arg(&copy).output().unwrap());
+    let html = std::fs::read_to_string(copy.join("report.html")).unwrap();
+    assert!(html.contains(&too_large) && html.contains("Diff cut at the 128 KiB limit"));
+    // The lines' markup (a span each) at most doubles the diff's text.
+    assert!(
+        html.len() < before + 2 * MAX_DIFF_BYTES,
+        "report.html grew from {before} to {} bytes",
+        html.len()
+    );
 }
 
 #[test]
@@ -308,14 +388,7 @@ fn status_summarizes_the_run() {
 #[test]
 fn status_of_a_search_that_has_not_finished_shows_the_best_so_far() {
     let tmp = tempfile::tempdir().unwrap();
-    let copy = tmp.path().join("partial");
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(run_dir())
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let copy = copy_of_run(tmp.path(), "partial");
     // What a search looks like before its end: no search.json, no finalize, the last
     // iteration's candidate archived but not scored yet.
     std::fs::remove_file(copy.join("search.json")).unwrap();
@@ -359,15 +432,7 @@ fn show_gives_scores_outcomes_and_the_diff() {
 #[test]
 fn show_finds_the_traces_of_a_moved_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let moved = tmp.path().join("moved");
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(run_dir())
-        .arg(&moved)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let moved = moved.canonicalize().unwrap();
+    let moved = copy_of_run(tmp.path(), "moved").canonicalize().unwrap();
     let show = |json: bool| {
         let mut c = hevo();
         c.arg("show").arg(&moved).arg("seed.i3c1");

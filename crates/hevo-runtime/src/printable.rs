@@ -8,7 +8,9 @@
 //! such character as an escape (`\u{1b}`) instead; line breaks and tabs stay. A field that
 //! is one line of hevo's own output (a name, a parent, an axis) goes through [`one_line`],
 //! which escapes line breaks and tabs too, so it cannot start a line that looks like
-//! hevo's. `--json` needs none of this: JSON escapes control characters itself.
+//! hevo's. The HTML report's escaping applies the same rule, since a browser too lets the
+//! bidirectional overrides reorder a cell. `--json` needs none of this: JSON escapes
+//! control characters itself.
 
 use std::borrow::Cow;
 

@@ -1,9 +1,10 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
 //! suite beside a harness, the `hevo eval` command line over them, `hevo run --json`,
-//! reading a command's JSON document, a copy of examples/threshold, and the scripted
-//! upstream (`upstream`).
+//! reading a command's JSON document, a copy of examples/threshold, the scripted upstream
+//! (`upstream`), and running hevo as `nobody` (`nobody`).
 #![allow(dead_code)]
 
+pub mod nobody;
 pub mod upstream;
 
 use std::path::Path;

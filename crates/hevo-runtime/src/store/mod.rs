@@ -11,6 +11,7 @@
 
 mod catalog;
 mod decisions;
+mod read_only;
 mod rows;
 mod schema;
 #[cfg(test)]
@@ -19,7 +20,7 @@ mod trials;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{params, Connection};
 
 pub use self::rows::{EstimateRow, TaskRow, TrialRow};
 pub use self::schema::SCHEMA_VERSION;
@@ -51,6 +52,20 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A WAL-mode store in a directory the user cannot write, whose `-wal` holds
+    /// transactions: SQLite reads those only through the `-shm` index it would have to
+    /// create there.
+    #[error(
+        "`{}` cannot be read as you: its latest trials are in `hevo.db-wal`, which SQLite \
+         reads only by creating `hevo.db-shm` beside it, and you cannot write its directory; \
+         run this as the directory's owner, or copy the run directory (with `hevo.db-wal`) \
+         to a folder you can write and pass the copy",
+        path.display()
+    )]
+    WalUnreadable {
+        /// The database file.
+        path: PathBuf,
+    },
     /// The database was written by a newer hevo.
     #[error("the store `{}` has schema version {found}; this hevo knows {SCHEMA_VERSION}", path.display())]
     Version {
@@ -71,9 +86,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the user must fix something (exit code 2): a file that is not a store.
+    /// Whether the user must fix something (exit code 2): a file that is not a store, or
+    /// one they cannot read where it is.
     pub fn is_user_error(&self) -> bool {
-        matches!(self, StoreError::NotAStore { .. })
+        matches!(
+            self,
+            StoreError::NotAStore { .. } | StoreError::WalUnreadable { .. }
+        )
     }
 }
 
@@ -172,41 +191,6 @@ impl Store {
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(open)?;
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// Opens an existing store read-only (e.g. to watch a running evaluation). A file
-    /// without hevo's tables (empty, truncated, corrupt) is [`StoreError::NotAStore`].
-    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let not_a_store = |why: String| StoreError::NotAStore {
-            path: path.to_path_buf(),
-            why,
-        };
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(
-            |source| match is_damage(&source) {
-                true => not_a_store(cause(&source)),
-                false => StoreError::Open {
-                    path: path.to_path_buf(),
-                    source,
-                },
-            },
-        )?;
-        let _ = conn.busy_timeout(std::time::Duration::from_secs(10));
-        let tables: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'trials'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| not_a_store(cause(&e)))?;
-        if tables == 0 {
-            return Err(not_a_store(
-                "it holds no trials table: empty or not hevo's".into(),
-            ));
-        }
         Ok(Store {
             conn,
             path: path.to_path_buf(),

@@ -3,10 +3,16 @@
 
 use std::fmt::Write;
 
-/// Escapes text for HTML and SVG (element content and quoted attributes).
+use hevo_runtime::printable::printable;
+
+/// Escapes text for HTML and SVG (element content and quoted attributes). Control and
+/// bidirectional formatting characters (U+202E, U+2066, ...) are first shown as `\u{..}`,
+/// by the terminal's rule ([`printable`]): text from a proposer must not reorder what a
+/// cell shows.
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    let shown = printable(s);
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
@@ -222,6 +228,10 @@ mod tests {
         assert_eq!(
             esc("<script>alert('x')</script> & \"q\""),
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(
+            esc("a\u{202e}txt.exe\x1b[2J\u{2066}b\n\tc"),
+            "a\\u{202e}txt.exe\\u{1b}[2J\\u{2066}b\n\tc"
         );
     }
 

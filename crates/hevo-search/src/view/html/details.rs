@@ -2,25 +2,42 @@
 //! its per-task outcomes and its code diff against its parent.
 
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use super::format::fmt_est;
 use crate::view::diff::diff_dirs;
 use crate::view::svg::esc;
 use crate::view::{CandidateView, RunView};
 
-/// A path as a link from the report (in the run directory): relative when inside it.
-fn href(run_dir: &Path, target: &Path) -> String {
-    let rel = target.strip_prefix(run_dir).map_or_else(
-        |_| format!("file://{}", target.display()),
-        |r| r.display().to_string(),
-    );
-    esc(&rel)
+/// A path as a link from the report in `page_dir`: relative to that folder when it is in
+/// the run directory (so the page keeps working when both move together), `file://`
+/// otherwise.
+fn href(run_dir: &Path, page_dir: &Path, target: &Path) -> String {
+    let link = match target.starts_with(run_dir) {
+        true => relative(page_dir, target).display().to_string(),
+        false => format!("file://{}", target.display()),
+    };
+    esc(&link)
+}
+
+/// The path from the folder `from` to `to`, both absolute: `..` for each of `from`'s
+/// components past what they share, then the rest of `to` (`.` when they are the same).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (a, b): (Vec<Component>, Vec<Component>) =
+        (from.components().collect(), to.components().collect());
+    let shared = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut rel: PathBuf = a[shared..].iter().map(|_| Component::ParentDir).collect();
+    rel.extend(&b[shared..]);
+    if rel.as_os_str().is_empty() {
+        rel.push(".");
+    }
+    rel
 }
 
 /// One candidate's section: its numbers and hypothesis, links to its archive directory and
-/// traces, its per-task outcomes (folded) and its diff against its parent.
-pub(super) fn candidate_section(run: &RunView, c: &CandidateView) -> String {
+/// traces (from the page in `page_dir`), its per-task outcomes (folded) and its diff
+/// against its parent.
+pub(super) fn candidate_section(run: &RunView, c: &CandidateView, page_dir: &Path) -> String {
     let mut s = format!(
         "<section class=\"cand\" id=\"cand-{}\"><h3>{} <span class=\"muted\">#{} · iteration {} · {}</span></h3>\n",
         c.seq,
@@ -42,12 +59,12 @@ pub(super) fn candidate_section(run: &RunView, c: &CandidateView) -> String {
     );
     let mut links = vec![format!(
         "<a href=\"{}\">archive directory</a>",
-        href(&run.dir, &c.dir)
+        href(&run.dir, page_dir, &c.dir)
     )];
     if let Some(t) = &c.trace_dir {
         links.push(format!(
             "<a href=\"{}\">trial traces</a>",
-            href(&run.dir, t)
+            href(&run.dir, page_dir, t)
         ));
     }
     let _ = writeln!(s, "<p>{}</p>", links.join(" · "));
@@ -120,4 +137,23 @@ fn diff_html(diff: &str) -> String {
     }
     s += "</pre>";
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_from_the_page_to_the_run_are_relative_to_its_folder() {
+        let run = Path::new("/w/runs/r");
+        let at = |page: &str, target: &str| href(run, Path::new(page), Path::new(target));
+        assert_eq!(at("/w/runs/r", "/w/runs/r/traces/c1"), "traces/c1");
+        assert_eq!(
+            at("/tmp/out", "/w/runs/r/archive/x"),
+            "../../w/runs/r/archive/x"
+        );
+        assert_eq!(at("/w/runs/r/sub", "/w/runs/r/archive"), "../archive");
+        assert_eq!(at("/w/runs/r", "/w/runs/r"), ".");
+        assert_eq!(at("/w/runs/r", "/elsewhere/t"), "file:///elsewhere/t");
+    }
 }

@@ -1,6 +1,8 @@
-//! The self-contained HTML report of a run (`runs/<run>/report.html`): inline SVG charts,
-//! inline CSS, every number in the page text (a script only sorts the candidate table), no
-//! network. Every string from the run (names and hypotheses come from an LLM) is escaped.
+//! The self-contained HTML report of a run (`runs/<run>/report.html`, or the file `hevo
+//! report --out` names; its links into the run directory are relative to its folder):
+//! inline SVG charts, inline CSS, every number in the page text (a script only sorts the
+//! candidate table), no network. Every string from the run (names and hypotheses come from
+//! an LLM) is escaped.
 //!
 //! [`render`] lays the page out top to bottom as docs/report.md describes it, one part per
 //! file: `headline.rs`, the charts (`estimates.rs`, `pareto.rs`, `spend.rs`, `pool.rs`,
@@ -18,7 +20,7 @@ mod spend;
 mod tables;
 
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::Path;
 
 use self::assets::{CSS, SORT_JS};
 use self::details::candidate_section;
@@ -31,7 +33,7 @@ use self::tables::{candidate_table, rejected_table, test_section};
 use super::svg::esc;
 use super::RunView;
 
-/// The report's file name inside the run directory.
+/// The report's file name inside the run directory, where it is written by default.
 pub const REPORT_FILE: &str = "report.html";
 
 /// The ids of the charts every report has (a test checks each is in the page).
@@ -45,15 +47,20 @@ pub const CHART_IDS: [&str; 4] = [
 /// The id of the pass rate against cost chart, which only a pareto run's report has.
 pub const PARETO_CHART_ID: &str = "chart-pareto";
 
-/// Renders the report and writes it to `<run>/report.html`; returns its path.
-pub fn write_report(run: &RunView) -> std::io::Result<PathBuf> {
-    let path = run.dir.join(REPORT_FILE);
-    crate::archive::write_atomic(&path, render(run).as_bytes())?;
-    Ok(path)
+/// Renders the report and writes it to `path` (by default `<run>/`[`REPORT_FILE`]), its
+/// links relative to `path`'s folder. A folder that does not exist is `NotFound`.
+pub fn write_report(run: &RunView, path: &Path) -> std::io::Result<()> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let page_dir = std::fs::canonicalize(folder)?;
+    crate::archive::write_atomic(path, render(run, &page_dir).as_bytes())
 }
 
-/// The report as one HTML document.
-pub fn render(run: &RunView) -> String {
+/// The report as one HTML document, to be saved in the folder `page_dir` (absolute,
+/// canonical like [`RunView::dir`]), which its links start from.
+pub fn render(run: &RunView, page_dir: &Path) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
@@ -89,7 +96,7 @@ pub fn render(run: &RunView) -> String {
     }
     s += "<h2 id=\"details\">Candidates in detail</h2>\n";
     for c in &run.candidates {
-        s += &candidate_section(run, c);
+        s += &candidate_section(run, c, page_dir);
     }
     s += "<footer>Written by <code>hevo report</code>; all numbers are read from the run \
           directory (hevo.db, archive/, search.json, test/).</footer>\n";
