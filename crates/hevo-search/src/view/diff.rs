@@ -20,6 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use hevo_runtime::printable::one_line;
 use similar::TextDiff;
 
 /// A file larger than this (bytes, on either side) is named with its sizes, not diffed.
@@ -58,14 +59,16 @@ fn diff_dirs_by(old: &Path, new: &Path, deadline: Instant) -> String {
         if rel == Path::new(META_FILE) {
             continue;
         }
-        let name = rel.to_string_lossy();
+        // A file name is part of one line of the diff: a line break in it must not start
+        // another (`hevo show` prints the diff through `printable`, which keeps them).
+        let name = one_line(&rel.to_string_lossy()).into_owned();
         let (a, b) = (old.join(&rel), new.join(&rel));
         let (sa, sb) = (Side::read(&a), Side::read(&b));
         if same(&sa, &sb, &a, &b) {
             continue;
         }
         if !left_out.is_empty() {
-            left_out.push(name.into_owned());
+            left_out.push(name);
             continue;
         }
         let text = file_diff(&name, &sa, &sb, deadline);
@@ -80,7 +83,7 @@ fn diff_dirs_by(old: &Path, new: &Path, deadline: Instant) -> String {
                 .map_or(0, |i| i + 1);
             out += &text[..cut];
             left_out.push(match cut {
-                0 => name.into_owned(),
+                0 => name,
                 _ => format!("the rest of {name}"),
             });
         }

@@ -123,3 +123,14 @@ fn docs_report_md_states_these_limits() {
         assert!(doc.contains(&limit), "docs/report.md lacks {limit}");
     }
 }
+
+/// A file name with a line break (a proposer chooses its file names) split one diff line
+/// into two, the second a line of the attacker's choosing.
+#[test]
+fn a_line_break_in_a_file_name_stays_in_its_line() {
+    let (_d, a, b) = dirs();
+    std::fs::write(b.join("x\n+++ forged"), "hi\n").unwrap();
+    let text = diff_dirs(&a, &b);
+    assert!(text.contains("+++ b/x\\u{a}+++ forged\n"), "{text}");
+    assert!(!text.lines().any(|l| l == "+++ forged"), "{text}");
+}
