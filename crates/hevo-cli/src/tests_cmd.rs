@@ -10,7 +10,7 @@ use hevo_runtime::cancel::Cancel;
 use hevo_runtime::limits::time_limit;
 use hevo_runtime::task::Split;
 use hevo_search::config::RunConfig;
-use hevo_search::proposer::agent_preset::{check_program, preset};
+use hevo_search::proposer::agent_preset::{check_program, preset, unserved};
 use hevo_search::tests_synth::{self, SynthAgent, SynthError, SynthOptions, SynthReport};
 
 use crate::model_setup::ModelLayer;
@@ -187,13 +187,21 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
             ))
         }
     };
+    let layer = model_layer_config(&args)?;
+    if let (Some(name), None) = (&args.agent, &args.agent_cmd) {
+        if let Some(why) = unserved(name, &layer) {
+            return Err(CliError::user(format!(
+                "--agent {name}: {why}; give that `[model]` in a hevo.toml with \
+                 `--model-config FILE`, or use `--agent-cmd` for an agent the model can serve"
+            )));
+        }
+    }
     check_agent(&command, install, args.agent_cmd.is_some())?;
     let out = tests_synth::prepare_out(&out, &args.suite).map_err(to_cli)?;
     let work = out.join(tests_synth::WORK_DIR);
     let model_dir = work.join("initial");
     std::fs::create_dir_all(&model_dir)
         .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", model_dir.display())))?;
-    let layer = model_layer_config(&args)?;
     let mut log = |line: &str| eprintln!("hevo: {line}");
     let model = ModelLayer::start_layer(&layer, &model_dir, cancel, &mut log)?;
     let opts = SynthOptions {

@@ -596,3 +596,52 @@ fn an_agent_proposer_without_a_model_is_refused_before_phase_0() {
     assert!(!e.contains("phase 0"), "{e}");
     assert!(!dir.join("runs").exists(), "nothing ran: {e}");
 }
+
+/// Claude Code and Codex call their model with tools, which only a backend of their own
+/// API carries: on the embedded local model (no `[model]`, or `tests synth` without
+/// `--model-config`) every call was a 400 and the documented `tests synth --agent claude`
+/// ran the initial harness, then failed on every task and exited 1. Both are refused
+/// before any work.
+#[test]
+fn an_agent_preset_on_the_local_model_is_refused_before_any_work() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("threshold");
+    support::threshold_copy(&dir, &[]);
+    let toml = dir.join("hevo.toml");
+    let text = std::fs::read_to_string(&toml)
+        .unwrap()
+        .replace("[model]\n", "");
+    assert!(!text.lines().any(|l| l.starts_with("[model]")), "{text}");
+    std::fs::write(
+        &toml,
+        format!("{text}\n[proposer]\nkind = \"agent\"\npreset = \"codex\"\n"),
+    )
+    .unwrap();
+    user_error(
+        &hevo(&["run", &dir.to_string_lossy()]),
+        &[
+            "`proposer.preset` is `codex`: Codex calls its model with tools",
+            "`[[model.backends]] kind = \"openai\"`",
+        ],
+    );
+    assert!(!dir.join("runs").exists(), "nothing ran");
+
+    let out = d.path().join("tests");
+    let e = user_error(
+        &Command::new(env!("CARGO_BIN_EXE_hevo"))
+            .args(["tests", "synth"])
+            .arg(&dir)
+            .arg("--harness")
+            .arg(dir.join("seed"))
+            .args(["--agent", "claude", "--out"])
+            .arg(&out)
+            .env("HEVO_HOME", d.path().join("home"))
+            .output()
+            .unwrap(),
+        &[
+            "--agent claude: Claude Code calls its model with tools",
+            "--model-config",
+        ],
+    );
+    assert!(!out.exists(), "nothing was written: {e}");
+}

@@ -116,6 +116,10 @@ fn bad_values_name_the_key_and_the_fix() {
             "[proposer]\nkind = \"llm\"\n[model]",
             "hevo.toml:5: `model` has no backend, but `[proposer] kind = \"llm\"`",
         ),
+        (
+            "[proposer]\nkind = \"agent\"\npreset = \"claude\"",
+            "hevo.toml:5: `proposer.preset` is `claude`: Claude Code calls its model with tools",
+        ),
     ];
     for (extra, key) in cases {
         let text = format!("suite = \"s\"\nseeds = [\"a\"]\n{extra}\n");

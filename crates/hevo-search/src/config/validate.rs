@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use hevo_llm::ModelLayerConfig;
 use hevo_strategy::vocab::{parse_estimator, StrategyName};
 
 use super::proposer::RESERVED_AGENT_VARS;
@@ -111,6 +112,15 @@ impl RunConfig {
                     "proposer.env",
                     format!("sets `{name}`, which hevo sets for the agent: remove it"),
                 ));
+            }
+        }
+        if let (Some(p), None) = (&self.proposer.preset, &self.proposer.command) {
+            let layer = self
+                .model
+                .clone()
+                .unwrap_or_else(ModelLayerConfig::local_default);
+            if let Some(why) = crate::proposer::agent_preset::unserved(p, &layer) {
+                return Err(bad("proposer.preset", format!("is `{p}`: {why}")));
             }
         }
         if self.search.candidates_per_iteration == 0 {

@@ -6,6 +6,8 @@
 //! replaced by the agent's own home directory (outside the archive, so its config,
 //! conversation logs and caches never reach the next proposer).
 
+use hevo_llm::{BackendKind, ModelLayerConfig};
+
 /// The placeholder in a command line that is replaced by the prompt.
 pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
 
@@ -104,6 +106,37 @@ pub fn preset(name: &str, model: Option<&str>, contained: bool) -> Option<Preset
         }
         _ => None,
     }
+}
+
+/// Why the model layer `layer` cannot serve the agent preset `name`, if it cannot. Claude
+/// Code and Codex call their model with tools, in their vendor's API (Anthropic's Messages,
+/// OpenAI's Responses); hevo carries tool calls only by forwarding them unchanged to a
+/// backend of that API, so the embedded local model (or only the other vendor's backend)
+/// answers their first request with a 400 and the agent stops, on every call alike.
+pub fn unserved(name: &str, layer: &ModelLayerConfig) -> Option<String> {
+    let (agent, kind, api) = match name {
+        "claude" => (
+            "Claude Code",
+            BackendKind::Anthropic,
+            "Anthropic's Messages API",
+        ),
+        "codex" => ("Codex", BackendKind::Openai, "OpenAI's Responses API"),
+        _ => return None,
+    };
+    if layer.backends.iter().any(|b| b.kind == kind) {
+        return None;
+    }
+    let kind_name = if kind == BackendKind::Anthropic {
+        "anthropic"
+    } else {
+        "openai"
+    };
+    Some(format!(
+        "{agent} calls its model with tools in {api}, which hevo carries only to a \
+         `{kind_name}` backend, and this model layer has none (the embedded local model \
+         cannot carry tool calls): add `[[model.backends]] kind = \"{kind_name}\"` and \
+         route the agent's model to it (docs/models.md)"
+    ))
 }
 
 /// The command line with the prompt and the gateway's URLs substituted (the prompt is
