@@ -557,3 +557,74 @@ EOF2
         );
     }
 }
+
+/// A signal while a proposed candidate's smoke trial ran rejected the candidate for good
+/// (`rejected: stopped by SIGTERM ...`) and every later one too, and the search went on to
+/// a "finished" run with the seed as its pick, exit 0. The run now stops (143) with the
+/// candidate still pending, and the same command checks it again and finishes as if never
+/// stopped.
+#[test]
+fn a_signal_during_a_smoke_trial_stops_the_run_and_rejects_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let mark = tmp.path().join("smoke-started");
+    let script = dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+# One candidate, threshold 6, whose very first trial (its smoke trial) waits to be stopped.
+n=$(ls -d candidates/* | wc -l)
+c=pending/six$n
+cp -r candidates/*-seed/code "$c"
+sed -i 's/default = 2/default = 6/' "$c/harness.toml"
+printf 'if [ ! -e "{mark}" ]; then touch "{mark}"; sleep 60; fi\n' > "$c/wait.sh"
+cat "$c/wait.sh" "$c/harness.sh" > "$c/h2" && mv "$c/h2" "$c/harness.sh"
+printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+"#,
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", "iterations = 1")
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
+            script.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let run = || {
+        let mut c = hevo();
+        c.args(["run", "--json", "--jobs", "2"])
+            .arg(&dir)
+            .env("HEVO_SANDBOX", "off")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let child = run().spawn().unwrap();
+    let start = std::time::Instant::now();
+    while !mark.exists() && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(mark.exists(), "the smoke trial never started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(!stderr.contains("rejected"), "{stderr}");
+    let run_dir = dir.join("runs/threshold");
+    assert!(!run_dir.join("search.json").exists(), "{stderr}");
+
+    let out = run().output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["rejected"], 0, "{doc}");
+    assert_eq!(doc["pick"]["name"], "six1", "{doc}");
+}

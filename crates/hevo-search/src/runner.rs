@@ -63,9 +63,17 @@ pub trait CandidateRunner {
         task_ids: &[String],
     ) -> Result<TaskResults, eval::EvalError>;
 
-    /// One smoke trial of `code_dir` on the task `task_id` of the train split: `Ok` when the
-    /// harness printed a parsable answer, else the reason.
-    fn smoke(&mut self, name: &str, code_dir: &Path, task_id: &str) -> Result<(), String>;
+    /// One smoke trial of `code_dir` on the task `task_id` of the train split: `Ok(None)`
+    /// when the harness printed a parsable answer, `Ok(Some(reason))` when the candidate is
+    /// to blame (it does not load, its `prepare` fails, its trial did not answer), `Err`
+    /// when the check could not judge it (a signal, the store): the run stops, and the same
+    /// command checks the candidate again.
+    fn smoke(
+        &mut self,
+        name: &str,
+        code_dir: &Path,
+        task_id: &str,
+    ) -> Result<Option<String>, EvalError>;
 
     /// Records the strategy's final estimate of `code_dir`'s candidate in the store, with
     /// the design it rests on (the `draws` table).
@@ -431,16 +439,24 @@ impl CandidateRunner for LiveRunner {
         Ok(results_of(&report))
     }
 
-    fn smoke(&mut self, name: &str, code_dir: &Path, task_id: &str) -> Result<(), String> {
+    fn smoke(
+        &mut self,
+        name: &str,
+        code_dir: &Path,
+        task_id: &str,
+    ) -> Result<Option<String>, EvalError> {
         if self.smoke.is_none() {
             let suite = self.evaluator.suite().clone();
             let dir = self.settings.run_dir.join("smoke");
             let mut config = evaluator_config(&self.settings, suite, "smoke", &dir);
             config.retries = 1;
-            self.smoke = Some(Evaluator::open(config).map_err(|e| e.to_string())?);
+            self.smoke = Some(Evaluator::open(config)?);
         }
         let smoke = self.smoke.as_mut().expect("opened above");
-        let candidate = smoke.load_as(code_dir, name).map_err(|e| e.to_string())?;
+        let candidate = match smoke.load_as(code_dir, name) {
+            Ok(c) => c,
+            Err(e) => return blamed(e),
+        };
         let ids = [task_id.to_string()];
         let batch = Batch {
             split: Split::Train,
@@ -451,12 +467,17 @@ impl CandidateRunner for LiveRunner {
         let report = smoke.evaluate(&candidate, &batch, None);
         // Its state served one trial; the real evaluation prepares its own.
         smoke.release_state(&candidate);
-        let report = report.map_err(|e| e.to_string())?;
-        let task = report.tasks.first().ok_or("the smoke trial did not run")?;
-        let trial = task.details.last().ok_or("the smoke trial did not run")?;
-        match TrialStatus::parse(&trial.status) {
-            Some(TrialStatus::Pass | TrialStatus::Fail) => Ok(()),
-            _ => Err(format!(
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => return blamed(e),
+        };
+        let ran = report.tasks.first().and_then(|t| t.details.last());
+        let Some(trial) = ran else {
+            return Ok(Some("the smoke trial did not run".into()));
+        };
+        Ok(match TrialStatus::parse(&trial.status) {
+            Some(TrialStatus::Pass | TrialStatus::Fail) => None,
+            _ => Some(format!(
                 "its smoke trial on train task `{task_id}` ended as `{}`{}",
                 trial.status,
                 trial
@@ -465,6 +486,16 @@ impl CandidateRunner for LiveRunner {
                     .map(|e| format!(": {e}"))
                     .unwrap_or_default()
             )),
-        }
+        })
+    }
+}
+
+/// A smoke check's error: the candidate's fault (its harness does not load, its `prepare`
+/// fails) is the reason to reject it; anything else (a signal, the store, the run
+/// directory) is not the candidate's doing and stops the run.
+fn blamed(e: EvalError) -> Result<Option<String>, EvalError> {
+    match e {
+        EvalError::Harness(_) | EvalError::Prepare { .. } => Ok(Some(e.to_string())),
+        e => Err(e),
     }
 }

@@ -182,7 +182,12 @@ pub(super) fn validate_pending(
         let problem = match problem {
             Some(p) => Some(p),
             None => match smoke_task {
-                Some(task) => runner.smoke(&meta.name, &dir, task).err(),
+                Some(task) => runner.smoke(&meta.name, &dir, task).map_err(|source| {
+                    SearchError::Evaluation {
+                        candidate: meta.name.clone(),
+                        source,
+                    }
+                })?,
                 None => None,
             },
         };
