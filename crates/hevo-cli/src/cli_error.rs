@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use hevo_runtime::cancel::CancelReason;
 use hevo_runtime::printable::printable;
 
 /// A command's failure: whose fault it is decides the exit code.
@@ -11,6 +12,9 @@ pub enum CliError {
     User(anyhow::Error),
     /// Something failed on our side: exit code 1.
     Internal(anyhow::Error),
+    /// A signal stopped the command; finished work is kept and the same command resumes:
+    /// exit code 128 + the signal (130, 143).
+    Stopped(CancelReason, anyhow::Error),
 }
 
 impl CliError {
@@ -24,6 +28,10 @@ impl CliError {
         let (err, code) = match self {
             CliError::User(err) => (err, 2),
             CliError::Internal(err) => (err, 1),
+            CliError::Stopped(reason, err) => {
+                eprintln!("hevo: {}", printable(&chain_text(&err)));
+                return ExitCode::from(reason.exit_code());
+            }
         };
         // Causes can quote a harness's or an agent's output.
         eprintln!("error: {}", printable(&chain_text(&err)));

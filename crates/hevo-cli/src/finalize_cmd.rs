@@ -277,6 +277,9 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
 
 /// Maps a finalize error to exit 2 (a mistake in the input) or 1.
 pub(crate) fn finalize_error(e: FinalizeError) -> CliError {
+    if let Some(reason) = e.cancel_reason() {
+        return CliError::Stopped(reason, e.into());
+    }
     if e.is_user_error() {
         CliError::user(e)
     } else {

@@ -628,3 +628,46 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
     assert_eq!(doc["rejected"], 0, "{doc}");
     assert_eq!(doc["pick"]["name"], "six1", "{doc}");
 }
+
+/// A finalize stopped by a signal exited 1 (`error: testing ...: stopped by SIGINT`), the
+/// code of an internal failure; it exits 130 like every other stopped command, with the
+/// resume hint.
+#[test]
+fn a_finalize_stopped_by_a_signal_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    run_json(&dir, &[]);
+    let run = dir.join("runs/threshold");
+    // Every archived harness now waits in its first test trial, which is stopped there.
+    let mark = tmp.path().join("testing");
+    for entry in std::fs::read_dir(run.join("archive/candidates")).unwrap() {
+        let script = entry.unwrap().path().join("code/harness.sh");
+        let code = std::fs::read_to_string(&script).unwrap();
+        let wait = format!("touch '{}'; sleep 60\n", mark.display());
+        std::fs::write(&script, wait + &code).unwrap();
+    }
+    let child = hevo()
+        .arg("finalize")
+        .arg(&run)
+        .env("HEVO_SANDBOX", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !mark.exists() && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(mark.exists(), "no test trial started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped by SIGINT"), "{stderr}");
+    assert!(stderr.contains("run the same command again"), "{stderr}");
+    assert!(!stderr.contains("error:"), "{stderr}");
+}

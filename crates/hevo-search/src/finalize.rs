@@ -328,6 +328,18 @@ pub enum FinalizeError {
 }
 
 impl FinalizeError {
+    /// The signal that stopped the test trials, if one did (the test trials finished are
+    /// kept; the same command resumes).
+    pub fn cancel_reason(&self) -> Option<hevo_runtime::cancel::CancelReason> {
+        match self {
+            FinalizeError::Eval {
+                source: EvalError::Interrupted { reason, .. },
+                ..
+            } => Some(*reason),
+            _ => None,
+        }
+    }
+
     /// Whether the user must fix something (exit code 2).
     pub fn is_user_error(&self) -> bool {
         match self {
