@@ -101,6 +101,10 @@ pub trait CandidateRunner {
 
     /// Records one HarnessPro decision of `epoch` in the store (`decisions` table).
     fn record_decision(&mut self, epoch: u32, kind: &str, body: &str) -> Result<(), EvalError>;
+
+    /// The body of the decision of `kind` recorded for `epoch`, if one was (a run stopped
+    /// in the middle of the epoch resumes with it).
+    fn decision(&mut self, epoch: u32, kind: &str) -> Result<Option<String>, EvalError>;
 }
 
 /// The rows an evaluation report counts: trial index below `trials` and run on the task's
@@ -367,6 +371,15 @@ impl CandidateRunner for LiveRunner {
         let mut rows = current_rows(rows, self.evaluator.suite(), runs);
         rows.retain(|r| task_ids.contains(&r.task_id));
         Ok(rows)
+    }
+
+    fn decision(&mut self, epoch: u32, kind: &str) -> Result<Option<String>, EvalError> {
+        let run_id = self.evaluator.run_id().to_string();
+        let all = self.evaluator.store().decisions_of(&run_id)?;
+        Ok(all
+            .into_iter()
+            .find(|(e, k, _)| *e == epoch && k == kind)
+            .map(|(_, _, body)| body))
     }
 
     fn record_decision(&mut self, epoch: u32, kind: &str, body: &str) -> Result<(), EvalError> {

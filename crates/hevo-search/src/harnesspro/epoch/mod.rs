@@ -153,6 +153,59 @@ impl Epochs {
         Ok(())
     }
 
+    /// The core set epoch `epoch` recorded before the run was stopped, when it is still one
+    /// this configuration would use (its tasks in the train split, `core_runs` runs each).
+    fn recorded_core(
+        &self,
+        runner: &mut dyn CandidateRunner,
+        epoch: u32,
+    ) -> Result<Option<Vec<String>>, SearchError> {
+        let body =
+            runner
+                .decision(epoch, "core_set")
+                .map_err(|source| SearchError::Evaluation {
+                    candidate: format!("(epoch {epoch} core_set)"),
+                    source,
+                })?;
+        let Some(v) = body.and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok()) else {
+            return Ok(None);
+        };
+        let tasks: Option<Vec<String>> = v["tasks"].as_array().map(|ts| {
+            ts.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        });
+        let known = |t: &String| self.train.iter().any(|task| &task.id == t);
+        Ok(tasks.filter(|ts| {
+            v["runs"].as_u64() == Some(u64::from(self.config.core_runs))
+                && ts.len() <= self.config.core_size as usize
+                && ts.iter().all(known)
+        }))
+    }
+
+    /// Chooses a core set from every candidate's train trials so far (greedy DPP).
+    fn choose_core(
+        &self,
+        runner: &mut dyn CandidateRunner,
+        candidates: &[Candidate],
+    ) -> Result<Vec<String>, SearchError> {
+        let train_ids: Vec<String> = self.train.iter().map(|t| t.id.clone()).collect();
+        let mut history = Vec::with_capacity(candidates.len());
+        for c in candidates {
+            let mut rows = runner
+                .trials(&c.meta.name, &c.code())
+                .map_err(eval_err(c))?;
+            rows.retain(|r| train_ids.contains(&r.task_id));
+            history.push(rows);
+        }
+        let tasks: Vec<&Task> = self.train.iter().collect();
+        Ok(core_set::choose(
+            &tasks,
+            &history,
+            self.config.core_size as usize,
+        ))
+    }
+
     /// Runs epoch `epoch` up to its children in `pending/`. `estimates[seq]` are the
     /// strategy's current val estimates. Returns why no child was made, if none was.
     #[allow(clippy::too_many_arguments)]
@@ -181,24 +234,22 @@ impl Epochs {
         std::fs::create_dir_all(&pending).map_err(io("cannot create", &pending))?;
 
         let pool = self.pool(epoch, archive, candidates);
-        let train_ids: Vec<String> = self.train.iter().map(|t| t.id.clone()).collect();
-        let mut history = Vec::with_capacity(candidates.len());
-        for c in candidates {
-            let mut rows = runner
-                .trials(&c.meta.name, &c.code())
-                .map_err(eval_err(c))?;
-            rows.retain(|r| train_ids.contains(&r.task_id));
-            history.push(rows);
-        }
-        let tasks: Vec<&Task> = self.train.iter().collect();
-        let core = core_set::choose(&tasks, &history, self.config.core_size as usize);
         let g = self.config.core_runs;
-        decide(
-            runner,
-            epoch,
-            "core_set",
-            &serde_json::json!({"tasks": core, "runs": g}),
-        )?;
+        let core = match self.recorded_core(runner, epoch)? {
+            // A run stopped in this epoch: its core runs so far are in the store, and a
+            // core set chosen again from them would differ (and run both).
+            Some(core) => core,
+            None => {
+                let core = self.choose_core(runner, candidates)?;
+                decide(
+                    runner,
+                    epoch,
+                    "core_set",
+                    &serde_json::json!({"tasks": core, "runs": g}),
+                )?;
+                core
+            }
+        };
         log(&format!(
             "epoch {epoch}: core set of {} train task(s) x {g} run(s) for {} candidate(s): {}",
             core.len(),
@@ -476,4 +527,116 @@ pub fn train_tasks(suite: &hevo_runtime::suite::Suite) -> Vec<Task> {
     let mut t: Vec<Task> = suite.split(Split::Train).into_iter().cloned().collect();
     t.sort_by(|a, b| a.id.cmp(&b.id));
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::TaskResults;
+    use hevo_runtime::eval::EvalError;
+    use hevo_runtime::store::TrialRow;
+
+    /// The store's side of a runner: only decisions (recorded, read back).
+    #[derive(Default)]
+    struct Decisions(Vec<(u32, String, String)>);
+
+    impl CandidateRunner for Decisions {
+        fn evaluate(
+            &mut self,
+            _: &str,
+            _: &Path,
+            _: Split,
+            _: &[String],
+        ) -> Result<TaskResults, EvalError> {
+            unreachable!("no trial runs here")
+        }
+        fn smoke(&mut self, _: &str, _: &Path, _: &str) -> Result<Option<String>, EvalError> {
+            unreachable!("no trial runs here")
+        }
+        fn record_estimate(
+            &mut self,
+            _: &str,
+            _: &Path,
+            _: &crate::runner::FinalEstimate,
+        ) -> Result<(), EvalError> {
+            unreachable!("no estimate here")
+        }
+        fn trials(&mut self, _: &str, _: &Path) -> Result<Vec<TrialRow>, EvalError> {
+            Ok(vec![])
+        }
+        fn core_runs(
+            &mut self,
+            _: &str,
+            _: &Path,
+            _: &[String],
+            _: u32,
+        ) -> Result<Vec<TrialRow>, EvalError> {
+            unreachable!("no trial runs here")
+        }
+        fn record_decision(&mut self, epoch: u32, kind: &str, body: &str) -> Result<(), EvalError> {
+            self.0.retain(|(e, k, _)| !(*e == epoch && k == kind));
+            self.0.push((epoch, kind.into(), body.into()));
+            Ok(())
+        }
+        fn decision(&mut self, epoch: u32, kind: &str) -> Result<Option<String>, EvalError> {
+            Ok(self
+                .0
+                .iter()
+                .find(|(e, k, _)| *e == epoch && k == kind)
+                .map(|(_, _, b)| b.clone()))
+        }
+    }
+
+    fn epochs(dir: &Path) -> Epochs {
+        let train = (0..6)
+            .map(|i| Task {
+                id: format!("t{i}"),
+                split: Split::Train,
+                group: None,
+                input: serde_json::json!({ "x": i }),
+                expected: serde_json::json!("A"),
+                files: None,
+                line: 1,
+            })
+            .collect();
+        let config = HarnessProConfig {
+            epochs: 2,
+            core_size: 3,
+            core_runs: 2,
+        };
+        Epochs::new(&config, &ObjectiveConfig::default(), dir, train, &[], 1).unwrap()
+    }
+
+    /// A run killed during an epoch's core runs chose its core set again on resume, from a
+    /// history that now held the partial core runs: another set (2 of 20 random kills), both
+    /// sets' trials in the store. The epoch's recorded core set is taken again, when this
+    /// configuration would still use it.
+    #[test]
+    fn a_resumed_epoch_keeps_the_core_set_it_recorded() {
+        let d = tempfile::tempdir().unwrap();
+        let e = epochs(d.path());
+        let mut runner = Decisions::default();
+        assert_eq!(e.recorded_core(&mut runner, 2).unwrap(), None);
+        let set = |tasks: &[&str], runs: u32| {
+            serde_json::json!({"tasks": tasks, "runs": runs}).to_string()
+        };
+        runner
+            .record_decision(2, "core_set", &set(&["t4", "t1"], 2))
+            .unwrap();
+        assert_eq!(
+            e.recorded_core(&mut runner, 2).unwrap(),
+            Some(vec!["t4".to_string(), "t1".to_string()])
+        );
+        assert_eq!(e.recorded_core(&mut runner, 1).unwrap(), None);
+        // Recorded under another configuration: chosen afresh.
+        for other in [
+            set(&["t4", "t1"], 3),
+            set(&["t4", "gone"], 2),
+            set(&["t0", "t1", "t2", "t3"], 2),
+            "not json".to_string(),
+        ] {
+            runner.record_decision(2, "core_set", &other).unwrap();
+            assert_eq!(e.recorded_core(&mut runner, 2).unwrap(), None, "{other}");
+        }
+    }
 }
