@@ -55,8 +55,12 @@ enum TestsCommand {
     A task's outcome under the new scorer is the fraction of its tests passed. Running the \
     same command again resumes: the initial harness's finished trials and the agent calls \
     that ended are reused (OUT/.synth/), the rest of OUT is rewritten.\n\n\
+    `--agent claude` needs an `anthropic` backend in the `[model]` of --model-config \
+    (`--agent codex` an `openai` one): the agents call their model with tools, which the \
+    embedded local model cannot serve.\n\n\
     Examples:\n  \
-    hevo tests synth examples/shell --harness examples/shell/harness-script --agent claude\n  \
+    hevo tests synth examples/shell --harness examples/shell/harness-script --agent claude \
+    --model-config claude.toml\n  \
     hevo tests synth SUITE --harness H --out SUITE-tests --per-task 5 --agent-cmd ./my-agent.sh {prompt}",
     // Either agent flag, and clap's message names both when neither is given.
     group(clap::ArgGroup::new("the_agent").required(true).args(["agent", "agent_cmd"]))
@@ -118,7 +122,7 @@ pub struct SynthArgs {
     after_help = "Review the edit first: every trial scored by a re-frozen test is \
     run again (the lock's hashes are part of each task's content key).\n\nExample (on the \
     suite that `hevo tests synth examples/shell --harness examples/shell/harness-script \
-    --agent claude` writes, after editing one of its tests):\n  \
+    --agent claude --model-config claude.toml` writes, after editing one of its tests):\n  \
     hevo tests freeze examples/shell-tests"
 )]
 pub struct FreezeArgs {

@@ -33,7 +33,8 @@ pub enum ScorerConfig {
     Exact {},
     /// A test command or a folder of test scripts, run in the working directory.
     Command {
-        /// The test command; `{suite}` in an argument is replaced by the suite directory.
+        /// The test command; `{suite}` in an argument is replaced by the suite directory, and
+        /// arguments naming files in the suite are made absolute ([`command_argv`]).
         #[serde(default)]
         command: Option<Vec<String>>,
         /// A folder (relative to the suite) of test scripts: `tests/<task id>/` if it
@@ -87,6 +88,17 @@ impl ScorerConfig {
                     }
                     _ => {}
                 }
+                if let Some(c) = command.as_ref().filter(|c| !c.is_empty()) {
+                    let argv = command_argv(c, suite_dir);
+                    let env = base_env(suite_dir);
+                    if !crate::launch::resolve_program(&argv[0], &env).is_file() {
+                        problems.push(format!(
+                            "[scorer] command program `{}` not found (neither on PATH nor in \
+                             the suite directory); fix `command` or install it",
+                            c[0]
+                        ));
+                    }
+                }
                 if let Some(t) = tests {
                     if !suite_dir.join(t).is_dir() {
                         problems.push(format!(
@@ -115,6 +127,19 @@ impl ScorerConfig {
         }
         problems
     }
+}
+
+/// A `command` scorer's command as it runs: `{suite}` replaced by the suite directory, and
+/// an argument naming a file or folder of the suite made absolute, as for `program`. The
+/// command runs in the harness's working directory: a relative `check.py` meant as the
+/// suite's was looked up there, so a harness that left its own `check.py` passed every task.
+fn command_argv(command: &[String], suite_dir: &Path) -> Vec<String> {
+    let suite = suite_dir.to_string_lossy();
+    let substituted: Vec<String> = command
+        .iter()
+        .map(|a| a.replace("{suite}", &suite))
+        .collect();
+    resolve_argv(&substituted, suite_dir)
 }
 
 fn check_timeout(t: Option<f64>, problems: &mut Vec<String>) {
@@ -198,8 +223,7 @@ impl Scorer {
                 let timeout = secs(*timeout_s);
                 let mut runs: Vec<Vec<String>> = Vec::new();
                 if let Some(cmd) = command {
-                    let suite = ctx.suite_dir.to_string_lossy();
-                    runs.push(cmd.iter().map(|a| a.replace("{suite}", &suite)).collect());
+                    runs.push(command_argv(cmd, ctx.suite_dir));
                 }
                 if let Some(t) = tests {
                     runs.extend(test_scripts(&ctx.suite_dir.join(t), &ctx.task.id)?);
@@ -462,5 +486,39 @@ mod tests {
         let c: ScorerConfig = toml::from_str("kind = \"command\"").unwrap();
         assert_eq!(c.validate(Path::new("/")).len(), 1);
         assert!(toml::from_str::<ScorerConfig>("kind = \"label\"\nfoo = 1").is_err());
+        // A command whose program does not exist scored every trial 0 in the sandbox (its
+        // init could not start it); it is refused when the suite loads.
+        let c: ScorerConfig =
+            toml::from_str("kind = \"command\"\ncommand = [\"no-such-binary-xyz\"]").unwrap();
+        let problems = c.validate(Path::new("/"));
+        assert!(
+            problems.len() == 1 && problems[0].contains("`no-such-binary-xyz` not found"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_command_names_the_suites_files_by_absolute_path() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("check.py"), "").unwrap();
+        let argv = command_argv(
+            &[
+                "python3".into(),
+                "check.py".into(),
+                "out.txt".into(),
+                "{suite}/x".into(),
+            ],
+            d.path(),
+        );
+        let suite = d.path().to_string_lossy();
+        assert_eq!(
+            argv,
+            [
+                "python3".to_string(),
+                format!("{suite}/check.py"),
+                "out.txt".into(),
+                format!("{suite}/x")
+            ]
+        );
     }
 }

@@ -290,6 +290,38 @@ fn a_harness_cannot_plant_code_that_the_scorer_runs() {
     assert_eq!(boxed.pass_rate.value, 0.0, "{:?}", answers(&boxed));
 }
 
+/// A `command` scorer runs in the harness's working directory; its `check.py` (a file of
+/// the suite) was looked up there, so a harness that left its own `check.py` (exit 0)
+/// passed every task with a wrong answer, sandboxed or not. An argument naming a suite file
+/// is made absolute, as for `program`.
+#[test]
+fn a_harness_cannot_shadow_the_command_scorers_script() {
+    let f = Fixture::new();
+    let suite = f.suite(2);
+    f.write(
+        "suite/suite.toml",
+        "name = \"t\"\n[scorer]\nkind = \"command\"\ncommand = [\"python3\", \"check.py\"]\n",
+    );
+    f.write(
+        "suite/check.py",
+        "import json, sys\nd = json.load(sys.stdin)\nsys.exit(0 if d['answer'] == d['expected'] else 1)\n",
+    );
+    let h = f.harness(
+        "shadow",
+        "import json, sys\njson.load(sys.stdin)\n\
+         open('check.py', 'w').write('raise SystemExit(0)\\n')\n\
+         print(json.dumps('wrong answer'))\n",
+    );
+    let local = run(
+        f.options(&h, &suite, "run-local"),
+        Arc::new(LocalLauncher::default()),
+    );
+    assert_eq!(local.pass_rate.value, 0.0, "{:?}", answers(&local));
+    let Some(sandbox) = sandbox() else { return };
+    let boxed = run(f.options(&h, &suite, "run-boxed"), sandbox);
+    assert_eq!(boxed.pass_rate.value, 0.0, "{:?}", answers(&boxed));
+}
+
 /// Starts 50 `setsid` children that would outlive the trial by far.
 fn setsid_harness(marker: &str) -> String {
     format!(
