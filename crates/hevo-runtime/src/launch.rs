@@ -219,7 +219,7 @@ pub struct LocalLauncher {
 
 impl Launcher for LocalLauncher {
     fn launch(&self, spec: LaunchSpec) -> LaunchFuture<'_> {
-        Box::pin(run_local(spec, self.limits))
+        Box::pin(run_local(spec, self.limits, crate::stop::Stop::Group))
     }
 }
 
@@ -255,6 +255,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 pub(crate) async fn run_local(
     spec: LaunchSpec,
     limits: Option<TrialLimits>,
+    stop: crate::stop::Stop,
 ) -> Result<ProcessOutcome, LaunchError> {
     let Some(program) = spec.argv.first() else {
         return Err(LaunchError::EmptyCommand);
@@ -355,7 +356,7 @@ pub(crate) async fn run_local(
             child.wait().await
         }
         None => {
-            let _ = killpg(pgid, Signal::SIGTERM);
+            crate::stop::ask(pid, stop);
             // The grace period ends early on a second signal (`CancelReason::Kill`).
             let graceful = tokio::select! {
                 r = tokio::time::timeout(spec.grace, child.wait()) => r.ok(),

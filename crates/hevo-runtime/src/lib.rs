@@ -58,6 +58,7 @@ mod sandbox_relay;
 pub mod scorer;
 pub mod slurm;
 pub mod spend;
+mod stop;
 pub mod store;
 pub mod suite;
 pub mod task;

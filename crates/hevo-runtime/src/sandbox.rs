@@ -317,7 +317,7 @@ impl SandboxLauncher {
             &ports,
             sockets.as_ref().map(|r| r.dir()),
         );
-        let out = run_local(spec, self.options.limits).await;
+        let out = run_local(spec, self.options.limits, crate::stop::Stop::InsideSandbox).await;
         drop(sockets);
         out
     }

@@ -64,6 +64,19 @@ fn init(args: &[String]) -> i32 {
             Err(e) => eprintln!("hevo sandbox init: cannot listen on port {port}: {e}"),
         }
     }
+    // SIGTERM is for the command (hevo sends it to every process of the sandbox but
+    // bubblewrap's, `stop.rs`): init stays to report the command's exit. A handler, unlike
+    // an ignored signal, is reset by `exec`, so the command gets the default.
+    extern "C" fn stay(_: nix::libc::c_int) {}
+    let handler = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(stay),
+        nix::sys::signal::SaFlags::SA_RESTART,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing, so it is async-signal-safe.
+    if let Err(e) = unsafe { nix::sys::signal::sigaction(nix::sys::signal::SIGTERM, &handler) } {
+        eprintln!("hevo sandbox init: cannot keep SIGTERM for its command: {e}");
+    }
     match Command::new(program).args(&command[1..]).status() {
         Ok(status) => status
             .code()

@@ -626,6 +626,56 @@ time.sleep(600)
     );
 }
 
+/// A trial past its timeout gets SIGTERM and its grace period (`--kill-grace`) before
+/// SIGKILL. Sandboxed it got neither: the group's SIGTERM reached only bubblewrap, which died
+/// and took the namespace down with SIGKILL, and never the command, which runs in a session
+/// of its own. The harness's handler now runs there too and it ends within its grace.
+#[test]
+fn a_timed_out_harness_gets_sigterm_and_its_grace_period_sandboxed_too() {
+    let code = "import signal, sys, time\n\
+                def done(*_):\n    print('graceful', flush=True)\n    sys.exit(0)\n\
+                signal.signal(signal.SIGTERM, done)\n\
+                print('ready', flush=True)\ntime.sleep(600)\n";
+    let launchers: Vec<(&str, Arc<dyn Launcher>)> = match sandbox() {
+        Some(s) => vec![
+            ("local", Arc::new(LocalLauncher::default())),
+            ("sandbox", s),
+        ],
+        None => vec![("local", Arc::new(LocalLauncher::default()))],
+    };
+    for (name, launcher) in launchers {
+        let d = tempfile::tempdir().unwrap();
+        let spec = hevo_runtime::launch::LaunchSpec {
+            argv: vec!["python3".into(), "-c".into(), code.into()],
+            cwd: d.path().to_path_buf(),
+            env: hevo_runtime::launch::base_env(d.path()),
+            stdin: Vec::new(),
+            timeout: Duration::from_secs(2),
+            // Long: a harness that never saw SIGTERM would still be SIGKILLed only after it,
+            // but then would not have printed `graceful`.
+            grace: Duration::from_secs(30),
+            stdout_path: None,
+            stderr_path: None,
+            output_cap: 1 << 20,
+            tail_bytes: 4096,
+            cancel: hevo_runtime::cancel::Cancel::new(),
+            access: Default::default(),
+        };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let out = rt.block_on(launcher.launch(spec)).unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout_tail);
+        assert_eq!(
+            out.exit,
+            hevo_runtime::launch::Exit::TimedOut,
+            "{name}: {stdout}"
+        );
+        assert!(
+            stdout.contains("graceful"),
+            "{name}: no SIGTERM seen: {stdout:?}"
+        );
+    }
+}
+
 /// An OpenAI-compatible upstream on the host's loopback: answers every chat completion.
 fn chat_upstream() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
