@@ -426,9 +426,9 @@ impl fmt::Display for ReplayReport {
         )?;
         writeln!(
             f,
-            "{:<26} {:>7} {:>6} {:>7} {:>7} {:>9} {:>7} {:>6} {:>8} {:>8}",
+            "{:<26} {:>11} {:>6} {:>7} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9}",
             "strategy",
-            "rank",
+            "rank ± se",
             "top1",
             "val",
             "test",
@@ -450,20 +450,24 @@ impl fmt::Display for ReplayReport {
             } else {
                 "-".to_string()
             };
-            let mark = if r.honest { "" } else { "*" };
+            // `*` on each coverage below the target, not only the last column.
+            let cov = |c: f64| {
+                let mark = if c < COVERAGE_TARGET { "*" } else { " " };
+                format!("{c:.3}{mark}")
+            };
             writeln!(
                 f,
-                "{:<26} {:>7.2} {:>6.2} {:>7.4} {:>7.4} {:>9} {:>7.3} {:>6} {:>8.3} {:>8.3}{mark}",
+                "{:<26} {:>11} {:>6.2} {:>7.4} {:>7.4} {:>9} {:>7.3} {:>6} {:>9} {:>9}",
                 r.name,
-                r.rank,
+                format!("{:.2} ± {:.2}", r.rank, r.rank_se),
                 r.top1,
                 r.val,
                 r.test,
                 spearman,
                 r.evals_share,
                 cost,
-                r.pick_coverage,
-                r.field_coverage
+                cov(r.pick_coverage),
+                cov(r.field_coverage)
             )?;
             if !r.honest {
                 dishonest.push(r.name.as_str());
@@ -478,6 +482,13 @@ impl fmt::Display for ReplayReport {
                 dishonest.join(", ")
             )?;
         }
+        writeln!(
+            f,
+            "rank: the pick's true val rank (1 = best); top1: share of seeds picking the true \
+             best; val, test: the pick's true scores; evals, cost: share of full evaluation's \
+             trials and dollars; pick-cov, field-cov: share of 95% intervals covering the true \
+             val score (the pick's, selection-adjusted; every candidate's)"
+        )?;
         writeln!(
             f,
             "oracle test (best test score of any candidate): {:.4}; test score of the true val-best: {:.4}",
