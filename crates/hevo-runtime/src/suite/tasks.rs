@@ -119,8 +119,8 @@ pub(super) fn parse_tasks(
                 match sanitized.get(&name) {
                     Some((other, first)) if other != id => bad(format!(
                         "id `{id}` and id `{other}` (line {first}) share the trace directory \
-                         name `{name}` (characters other than letters, digits, `-`, `_` and `.` \
-                         become `_`); rename one of them"
+                         name `{name}` (characters other than ASCII letters and digits, `-`, \
+                         `_` and `.` become `_`); rename one of them"
                     )),
                     _ => {
                         sanitized.insert(name, (id.clone(), line));
