@@ -114,3 +114,21 @@ fn ids_sharing_a_trace_directory_are_refused_naming_the_rule() {
         "{err}"
     );
 }
+
+#[test]
+fn files_naming_a_file_says_it_is_not_a_folder() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("files")).unwrap();
+    std::fs::write(d.path().join("files/plain.txt"), "x").unwrap();
+    write_suite(
+        d.path(),
+        TOML,
+        "{\"id\":\"c\",\"split\":\"val\",\"input\":1,\"expected\":1,\"files\":\"files/plain.txt\"}\n",
+    );
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("tasks.jsonl:1: `files` = `files/plain.txt` is not a folder"),
+        "{err}"
+    );
+    assert!(!err.contains("does not exist"), "{err}");
+}
