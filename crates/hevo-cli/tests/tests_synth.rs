@@ -200,6 +200,63 @@ fn broken_tests_are_dropped_and_the_frozen_suite_scores_a_harness() {
     assert_eq!(v["reused"], 1, "{v:#}");
 }
 
+/// `hevo tests freeze` checks the suite with the new lock before it writes it: a freeze
+/// that fails (exit 2: a task without a test) leaves no lock where there was none, and the
+/// old lock unchanged where there was one.
+#[test]
+fn a_freeze_that_fails_writes_no_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    write(
+        &suite.join("suite.toml"),
+        "name = \"s\"\n[scorer]\nkind = \"command\"\ntests = \"tests\"\n\
+         lock = \"tests.lock.json\"\n",
+    );
+    let task =
+        |id: &str| format!("{{\"id\":\"{id}\",\"split\":\"val\",\"input\":1,\"expected\":null}}\n");
+    write(&suite.join("tasks.jsonl"), &(task("a") + &task("b")));
+    write(&suite.join("tests/a/test_01.sh"), "exit 0\n");
+    let lock = suite.join("tests.lock.json");
+    let freeze = || {
+        hevo()
+            .args(["tests", "freeze"])
+            .arg(&suite)
+            .output()
+            .unwrap()
+    };
+
+    let o = freeze();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("task `b` has no frozen test"),
+        "{o:?}"
+    );
+    assert!(!lock.exists(), "a failed freeze wrote {}", lock.display());
+
+    write(&suite.join("tests/b/test_01.sh"), "exit 0\n");
+    let o = freeze();
+    assert!(o.status.success(), "{o:?}");
+    let frozen = std::fs::read(&lock).unwrap();
+
+    // An edited test and a new task without one: refused, the old lock kept as it was.
+    write(&suite.join("tests/a/test_01.sh"), "exit 1\n");
+    write(
+        &suite.join("tasks.jsonl"),
+        &(task("a") + &task("b") + &task("c")),
+    );
+    let o = freeze();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("task `c` has no frozen test"),
+        "{o:?}"
+    );
+    assert_eq!(
+        std::fs::read(&lock).unwrap(),
+        frozen,
+        "the old lock was rewritten"
+    );
+}
+
 #[test]
 fn a_bad_output_directory_or_agent_is_exit_2() {
     let tmp = tempfile::tempdir().unwrap();

@@ -204,6 +204,13 @@ pub(crate) struct ReportHeader<'a> {
     pub task_keys: &'a HashMap<String, String>,
 }
 
+/// The sum of outcomes, from `+0.0`: `f64`'s `Sum` starts from `-0.0`, so a task with no
+/// scored trial had a floor of `-0.0`, which `--json` printed as `-0.0` and the table as
+/// "-0.0%" (a `-0.0` outcome, such as a scoring program printing `-0`, becomes `0.0` too).
+fn total(outcomes: &[f64]) -> f64 {
+    outcomes.iter().fold(0.0, |sum, x| sum + x)
+}
+
 /// Builds the report of `tasks` from the store's rows of the candidate.
 pub(crate) fn build_report(
     h: ReportHeader<'_>,
@@ -244,9 +251,8 @@ pub(crate) fn build_report(
                 n_timed += 1;
             }
         }
-        let outcome =
-            (!scored.is_empty()).then(|| scored.iter().sum::<f64>() / scored.len() as f64);
-        floors.push(scored.iter().sum::<f64>() / f64::from(trials_per_task.max(1)));
+        let outcome = (!scored.is_empty()).then(|| total(&scored) / scored.len() as f64);
+        floors.push(total(&scored) / f64::from(trials_per_task.max(1)));
         if let Some(o) = outcome {
             outcomes.push(o);
             if let Some(g) = &t.group {

@@ -2,7 +2,8 @@
 //!
 //! - `label`: the answer and `expected` compared as normalized text (case, surrounding
 //!   whitespace and runs of whitespace ignored); an `expected` list accepts any of its items.
-//! - `exact`: JSON equality (numbers compared by value, strings trimmed).
+//! - `exact`: JSON equality (two integers compared exactly, other numbers by `f64` value,
+//!   strings trimmed).
 //! - `command`: a test command run in the trial's working directory after the harness exits;
 //!   exit 0 passes. Or a `tests` folder of scripts, giving the fraction that pass.
 //! - `program`: an external process reads `{"answer", "expected", "input"}` on stdin and
@@ -435,10 +436,11 @@ pub fn label_match(answer: &Value, expected: &Value) -> bool {
     }
 }
 
-/// `exact` equality: JSON values equal, numbers by value, strings with whitespace trimmed.
+/// `exact` equality: JSON values equal, numbers by [`number_eq`], strings with whitespace
+/// trimmed.
 pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Number(x), Value::Number(y)) => number_eq(x, y),
         (Value::String(x), Value::String(y)) => x.trim() == y.trim(),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
@@ -449,6 +451,16 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
                     .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
+    }
+}
+
+/// `exact` equality of two numbers: two integers exactly (`2^53 + 1` is not `2^53`), any
+/// other pair by `f64` value (`1`, `1.0` and `1e0` are equal). serde_json reads an integer
+/// outside `-2^63 ..= 2^64 - 1` as a float, so such integers compare as floats.
+fn number_eq(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    match (x.as_i128(), y.as_i128()) {
+        (Some(a), Some(b)) => a == b,
+        _ => x.as_f64() == y.as_f64(),
     }
 }
 
@@ -469,6 +481,32 @@ mod tests {
         assert!(json_eq(&json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
         assert!(!json_eq(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
         assert!(!json_eq(&json!("1"), &json!(1)));
+    }
+
+    #[test]
+    fn exact_compares_integers_exactly() {
+        let eq = |a: &str, b: &str| {
+            json_eq(
+                &serde_json::from_str(a).unwrap(),
+                &serde_json::from_str(b).unwrap(),
+            )
+        };
+        // Equal as f64, different as integers.
+        assert!(!eq("9007199254740993", "9007199254740992"));
+        assert!(!eq("9223372036854775807", "9223372036854775806"));
+        assert!(!eq("18446744073709551615", "18446744073709551614"));
+        assert!(!eq("-9223372036854775808", "-9223372036854775807"));
+        assert!(!eq(
+            "[{\"n\": 9007199254740993}]",
+            "[{\"n\": 9007199254740992}]"
+        ));
+        assert!(eq("9007199254740993", "9007199254740993"));
+        assert!(eq("-0", "0"));
+        // Any float in the pair: by value.
+        assert!(eq("1", "1.0") && eq("1", "1e0") && eq("1.0", "1e0"));
+        assert!(eq("-0.0", "0"));
+        // The documented limit: integers past 64 bits are read as floats.
+        assert!(eq("18446744073709551616", "18446744073709551617"));
     }
 
     #[test]

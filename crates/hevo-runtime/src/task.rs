@@ -67,7 +67,10 @@ pub struct Task {
     pub line: usize,
 }
 
-/// Makes a string safe as one path component.
+/// Makes a string safe as one path component: ASCII letters and digits, `-`, `_` and `.`
+/// are kept, every other character (any non-ASCII letter too) becomes `_`, and `_` is
+/// prefixed to an empty result or one starting with `.`. Run and trace directory names
+/// depend on this rule, so it never changes.
 pub fn sanitize(s: &str) -> String {
     let out: String = s
         .chars()

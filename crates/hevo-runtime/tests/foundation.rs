@@ -393,6 +393,13 @@ fn infra_errors_are_retried_and_never_scored_and_resume_retries_them() {
     assert_eq!(r.status_counts["infra_error"], 1);
     assert_eq!(r.tasks_scored, 0);
     assert!(r.pass_rate.value.is_nan());
+    // Nothing scored: the floor is 0, not -0 (an empty f64 sum), which printed "-0.0%".
+    assert!(
+        r.pass_rate_floor.value.is_sign_positive(),
+        "{:?}",
+        r.pass_rate_floor
+    );
+    assert_eq!(r.to_json()["pass_rate_floor"].to_string(), "0.0");
     // Resuming retries the infra_error unit and replaces its row.
     let r = eval::run(&plan, None).unwrap();
     assert_eq!(r.ran_now, 1);

@@ -1,10 +1,11 @@
 //! Every example's configuration and seed harnesses load, and so does every whole
-//! `hevo.toml` the docs show, so a user's first command does not fail on a typo in what we
-//! ship or a key the docs got wrong.
+//! `hevo.toml` the docs show and docs/suites.md's example suite, so a user's first command
+//! does not fail on a typo in what we ship or a key the docs got wrong.
 
 use std::path::Path;
 
 use hevo_runtime::harness::Harness;
+use hevo_runtime::suite::Suite;
 use hevo_search::config::RunConfig;
 
 #[test]
@@ -51,7 +52,7 @@ fn every_whole_config_in_the_docs_loads() {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        for (line, block) in toml_blocks(&text) {
+        for (line, block) in fenced_blocks(&text, "toml") {
             if !block.contains("\nseeds = ") {
                 continue;
             }
@@ -67,13 +68,43 @@ fn every_whole_config_in_the_docs_loads() {
     );
 }
 
-/// The ```toml fenced blocks of a Markdown text, each with the line of its first line.
-fn toml_blocks(text: &str) -> Vec<(usize, String)> {
+/// docs/suites.md's `suite.toml` example (the block with `strata`) and its `tasks.jsonl`
+/// example load as one suite, with the `files` folders the tasks name: the task lines once
+/// lacked the `group` that the example's `strata` requires, so the example did not load.
+#[test]
+fn the_suite_example_in_the_docs_loads() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/suites.md");
+    let text = std::fs::read_to_string(&docs).unwrap();
+    let (toml_line, toml) = fenced_blocks(&text, "toml")
+        .into_iter()
+        .find(|(_, b)| b.contains("\nstrata = "))
+        .expect("docs/suites.md has no suite.toml example with `strata`");
+    let (json_line, tasks) = fenced_blocks(&text, "json")
+        .into_iter()
+        .find(|(_, b)| b.lines().all(|l| l.starts_with("{\"id\"")))
+        .expect("docs/suites.md has no tasks.jsonl example");
+    let dir = tempfile::tempdir().unwrap();
+    for line in tasks.lines() {
+        let task: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(files) = task["files"].as_str() {
+            std::fs::create_dir_all(dir.path().join(files)).unwrap();
+        }
+    }
+    let suite = Suite::parse(dir.path(), &toml, tasks.as_bytes()).unwrap_or_else(|e| {
+        panic!("docs/suites.md's example (lines {toml_line} and {json_line}) does not load: {e}")
+    });
+    assert_eq!(suite.tasks.len(), tasks.lines().count());
+}
+
+/// The fenced blocks of a Markdown text in one language (```` ```toml ````), each with the
+/// line of its first line.
+fn fenced_blocks(text: &str, lang: &str) -> Vec<(usize, String)> {
+    let fence = format!("```{lang}");
     let mut blocks = Vec::new();
     let mut open: Option<(usize, String)> = None;
     for (i, line) in text.lines().enumerate() {
         match &mut open {
-            None if line.trim() == "```toml" => open = Some((i + 2, String::new())),
+            None if line.trim() == fence => open = Some((i + 2, String::new())),
             Some(_) if line.trim() == "```" => blocks.extend(open.take()),
             Some((_, block)) => {
                 block.push_str(line);

@@ -6,7 +6,9 @@ use super::Suite;
 /// scorer's configuration, its `files` folder and, when the tests are frozen, the lock's
 /// hashes of the task's tests. A stored trial counts for the task only while the key is the
 /// same, so editing `tasks.jsonl`, `[scorer]` or a frozen test (and re-freezing) re-runs
-/// what changed.
+/// what changed. The scorer's code is not in it: a script `[scorer] command` names, a module
+/// that script imports, the tests of a suite without a lock (docs/suites.md, "Run
+/// directories and resume").
 pub fn task_key(task: &crate::task::Task, suite: &Suite) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();

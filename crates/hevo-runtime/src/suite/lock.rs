@@ -7,12 +7,14 @@ use crate::scorer::ScorerConfig;
 use crate::task::Task;
 use crate::tests_lock::TestsLock;
 
-/// Reads and checks `[scorer] lock`: every file of the tests folder must match it and
-/// every task must have a frozen test; each difference is one problem naming the file.
+/// Reads and checks `[scorer] lock` (or checks `given` in its place): every file of the
+/// tests folder must match it and every task must have a frozen test; each difference is
+/// one problem naming the file.
 pub(super) fn check_lock(
     dir: &Path,
     scorer: &ScorerConfig,
     tasks: &[Task],
+    given: Option<TestsLock>,
     problems: &mut Vec<Problem>,
 ) -> Option<TestsLock> {
     let ScorerConfig::Command {
@@ -25,7 +27,7 @@ pub(super) fn check_lock(
     };
     let lock_path = dir.join(lock_name);
     let refreeze = format!("hevo tests freeze {}", dir.display());
-    let lock = match TestsLock::read(&lock_path, &refreeze) {
+    let lock = match given.map_or_else(|| TestsLock::read(&lock_path, &refreeze), Ok) {
         Ok(lock) => lock,
         Err(message) => {
             problems.push(Problem {

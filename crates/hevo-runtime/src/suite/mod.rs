@@ -128,6 +128,18 @@ fn list(problems: &[Problem]) -> String {
 impl Suite {
     /// Loads `suite.toml` and `tasks.jsonl` from `dir`, reporting every problem at once.
     pub fn load(dir: &Path) -> Result<Suite, SuiteError> {
+        Suite::read_and_check(dir, None)
+    }
+
+    /// Loads the suite as [`Suite::load`] does, with `lock` in place of the `[scorer] lock`
+    /// file: the suite as it will be once `lock` is written there. `hevo tests freeze` checks
+    /// with it first, so it never writes a lock the suite does not load with.
+    pub fn load_with_lock(dir: &Path, lock: TestsLock) -> Result<Suite, SuiteError> {
+        Suite::read_and_check(dir, Some(lock))
+    }
+
+    /// Reads the suite's files and checks them ([`Suite::check`]).
+    fn read_and_check(dir: &Path, lock: Option<TestsLock>) -> Result<Suite, SuiteError> {
         let dir = dir.canonicalize().map_err(|source| SuiteError::Read {
             path: dir.to_path_buf(),
             source,
@@ -152,21 +164,23 @@ impl Suite {
             }
         };
         let tasks_bytes = read("tasks.jsonl")?;
-        Suite::check(dir, config_text.as_deref(), tasks_bytes.as_deref())
+        Suite::check(dir, config_text.as_deref(), tasks_bytes.as_deref(), lock)
     }
 
     /// Parses and validates a suite from the texts of its `suite.toml` and `tasks.jsonl`, as
     /// if read from `dir` (which names the files in every problem and resolves `files`
     /// folders and scorer paths; nothing is read except those).
     pub fn parse(dir: &Path, suite_toml: &str, tasks_jsonl: &[u8]) -> Result<Suite, SuiteError> {
-        Suite::check(dir.to_path_buf(), Some(suite_toml), Some(tasks_jsonl))
+        Suite::check(dir.to_path_buf(), Some(suite_toml), Some(tasks_jsonl), None)
     }
 
-    /// The checks of [`Suite::load`] on file contents (`None`: the file is missing).
+    /// The checks of [`Suite::load`] on file contents (`None`: the file is missing), against
+    /// `lock` when given instead of the lock file.
     fn check(
         dir: PathBuf,
         suite_toml: Option<&str>,
         tasks_jsonl: Option<&[u8]>,
+        lock: Option<TestsLock>,
     ) -> Result<Suite, SuiteError> {
         let mut problems = Vec::new();
         let config_path = dir.join("suite.toml");
@@ -230,7 +244,7 @@ impl Suite {
         };
         let lock = config
             .as_ref()
-            .and_then(|c| check_lock(&dir, &c.scorer, &tasks, &mut problems));
+            .and_then(|c| check_lock(&dir, &c.scorer, &tasks, lock, &mut problems));
         match config {
             Some(config) if problems.is_empty() => Ok(Suite {
                 dir,

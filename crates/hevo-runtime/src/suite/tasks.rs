@@ -119,8 +119,8 @@ pub(super) fn parse_tasks(
                 match sanitized.get(&name) {
                     Some((other, first)) if other != id => bad(format!(
                         "id `{id}` and id `{other}` (line {first}) share the trace directory \
-                         name `{name}` (characters other than letters, digits, `-`, `_` and `.` \
-                         become `_`); rename one of them"
+                         name `{name}` (characters other than ASCII letters and digits, `-`, \
+                         `_` and `.` become `_`); rename one of them"
                     )),
                     _ => {
                         sanitized.insert(name, (id.clone(), line));
@@ -215,7 +215,8 @@ pub(super) fn parse_tasks(
     tasks
 }
 
-/// Resolves a task's `files` folder inside the suite directory.
+/// Resolves a task's `files` folder inside the suite directory: it must exist and be a
+/// folder (or a link to one), not a file.
 fn resolve_files(suite_dir: &Path, rel: &str) -> Result<PathBuf, String> {
     let p = Path::new(rel);
     if p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
@@ -224,11 +225,19 @@ fn resolve_files(suite_dir: &Path, rel: &str) -> Result<PathBuf, String> {
         ));
     }
     let full = suite_dir.join(p);
-    if !full.is_dir() {
-        return Err(format!(
+    if full.is_dir() {
+        return Ok(full);
+    }
+    Err(if full.exists() {
+        format!(
+            "`files` = `{rel}` is not a folder; name a folder of the suite (its contents are \
+             copied into the trial's working directory), e.g. move the file into \
+             `files/<task id>/` and name that"
+        )
+    } else {
+        format!(
             "`files` folder `{rel}` does not exist in the suite directory; create it or remove \
              the field"
-        ));
-    }
-    Ok(full)
+        )
+    })
 }

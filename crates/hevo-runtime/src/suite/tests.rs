@@ -94,3 +94,41 @@ fn a_tasks_file_without_tasks_is_named_with_the_format() {
     let err = Suite::load(d.path()).unwrap_err().to_string();
     assert!(!err.contains("has no tasks"), "{err}");
 }
+
+#[test]
+fn ids_sharing_a_trace_directory_are_refused_naming_the_rule() {
+    let d = tempfile::tempdir().unwrap();
+    write_suite(
+        d.path(),
+        TOML,
+        "{\"id\":\"问题1\",\"split\":\"val\",\"input\":1,\"expected\":2}\n\
+         {\"id\":\"答案1\",\"split\":\"val\",\"input\":1,\"expected\":2}\n",
+    );
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    // 问 is a letter, but not an ASCII one: the message must not say "letters" alone.
+    assert!(
+        err.contains(
+            "tasks.jsonl:2: id `答案1` and id `问题1` (line 1) share the trace directory name \
+             `__1` (characters other than ASCII letters and digits, `-`, `_` and `.` become `_`)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn files_naming_a_file_says_it_is_not_a_folder() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("files")).unwrap();
+    std::fs::write(d.path().join("files/plain.txt"), "x").unwrap();
+    write_suite(
+        d.path(),
+        TOML,
+        "{\"id\":\"c\",\"split\":\"val\",\"input\":1,\"expected\":1,\"files\":\"files/plain.txt\"}\n",
+    );
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("tasks.jsonl:1: `files` = `files/plain.txt` is not a folder"),
+        "{err}"
+    );
+    assert!(!err.contains("does not exist"), "{err}");
+}

@@ -111,8 +111,9 @@ pub(super) fn freeze(
 }
 
 /// `hevo tests freeze`: re-hashes a locked suite's tests folder after a reviewed edit and
-/// rewrites its lock (provenance kept, the re-freeze noted). Trials scored under the old
-/// tests are not reused afterwards (their task keys change).
+/// rewrites its lock (provenance kept, the re-freeze noted), only once the suite loads with
+/// the new lock. Trials scored under the old tests are not reused afterwards (their task
+/// keys change).
 pub fn refreeze(suite_dir: &Path) -> Result<(TestsLock, usize), SynthError> {
     let dir = suite_dir
         .canonicalize()
@@ -148,8 +149,10 @@ pub fn refreeze(suite_dir: &Path) -> Result<(TestsLock, usize), SynthError> {
     }
     let lock = TestsLock::freeze(&dir, tests, provenance)
         .map_err(|e| SynthError::User(format!("cannot hash `{tests}`: {e}")))?;
+    // Every check first: a suite that does not load with the new lock (a task without a
+    // test, a bad line) keeps its old lock file, or still has none.
+    Suite::load_with_lock(&dir, lock.clone())?;
     lock.write(&lock_path)
         .map_err(io(format!("cannot write `{}`", lock_path.display())))?;
-    Suite::load(&dir)?;
     Ok((lock, changed))
 }
