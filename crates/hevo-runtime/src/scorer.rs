@@ -101,7 +101,13 @@ impl ScorerConfig {
                     }
                 }
                 if let Some(t) = tests {
-                    if !suite_dir.join(t).is_dir() {
+                    let folder = suite_dir.join(t);
+                    if folder.exists() && !folder.is_dir() {
+                        problems.push(format!(
+                            "[scorer] `tests` = `{t}` is a file, not a folder: put the test \
+                             scripts in a folder and name it"
+                        ));
+                    } else if !folder.is_dir() {
                         problems.push(format!(
                             "[scorer] `tests` folder `{t}` does not exist in the suite directory"
                         ));
@@ -531,6 +537,18 @@ mod tests {
         let problems = c.validate(Path::new("/"));
         assert!(
             problems.len() == 1 && problems[0].contains("`no-such-binary-xyz` not found"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_tests_file_is_named_as_a_file_not_as_missing() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("tests"), "").unwrap();
+        let c: ScorerConfig = toml::from_str("kind = \"command\"\ntests = \"tests\"").unwrap();
+        let problems = c.validate(d.path());
+        assert!(
+            problems.len() == 1 && problems[0].contains("is a file, not a folder"),
             "{problems:?}"
         );
     }
