@@ -385,3 +385,35 @@ echo '"ok"'
     );
     assert!(stderr.contains(r"boom\u{1b}[2J"), "inline too:\n{stderr}");
 }
+
+/// A `program` scorer that fails said only `exited with code 2`, and the failure block
+/// pointed at the harness's trace: the cause (its traceback) was in the scorer's own stderr
+/// file, named nowhere. The cause now quotes its last line and names the file.
+#[test]
+fn a_failing_scorer_program_names_its_own_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    write(
+        dir,
+        "suite/suite.toml",
+        "name = \"faults\"\n[scorer]\nkind = \"program\"\ncommand = [\"python3\", \"score.py\"]\n",
+    );
+    write(
+        dir,
+        "suite/score.py",
+        "import sys\nsys.stderr.write('Traceback: KeyError: rubric\\n')\nsys.exit(2)\n",
+    );
+    faulty_harness(dir, "h", "");
+    let out = eval(dir, "h", &["--json", "--split", "train"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = doc["tasks"][0]["details"][0]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains("exited with code 2")
+            && error.contains("its stderr ending `Traceback: KeyError: rubric`")
+            && error.contains(".scorer-0.stderr`"),
+        "{doc}"
+    );
+}

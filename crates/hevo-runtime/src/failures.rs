@@ -211,7 +211,7 @@ fn cut(line: &str) -> String {
 }
 
 /// The last [`SHOWN_LINES`] non-empty lines of `<trace>.stderr` (none if absent).
-fn stderr_tail(trace: &str) -> Vec<String> {
+pub(crate) fn stderr_tail(trace: &str) -> Vec<String> {
     let path = format!("{trace}.stderr");
     let Ok(bytes) = std::fs::read(Path::new(&path)) else {
         return Vec::new();

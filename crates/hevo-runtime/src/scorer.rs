@@ -258,7 +258,15 @@ impl Scorer {
                     Exit::Cancelled => return Err(ScoreError::Cancelled),
                     Exit::TimedOut => return Err(ScoreError::Program("timed out".into())),
                     other => {
-                        return Err(ScoreError::Program(other.to_string()));
+                        // The cause is in the scorer's own stderr, not the harness's trace.
+                        let trace = with_suffix(ctx.trace_prefix, "scorer-0");
+                        let tail = crate::failures::stderr_tail(&trace.to_string_lossy());
+                        let file = format!("`{}.stderr`", trace.display());
+                        let why = match tail.last() {
+                            Some(l) => format!(", its stderr ending `{l}` (all of it: {file})"),
+                            None => format!(" (its stderr: {file})"),
+                        };
+                        return Err(ScoreError::Program(format!("{other}{why}")));
                     }
                 }
                 parse_score(&out.stdout_tail).map_err(ScoreError::Program)
