@@ -4,7 +4,8 @@
 //! and is retried, a hevo killed mid-run re-attaches to its running jobs and reads back the
 //! ones that finished while it was down instead of submitting them again (command scorers
 //! then see what those jobs left), and a harness calls a scripted model through the gateway
-//! bound to this machine's non-loopback address.
+//! bound to this machine's non-loopback address; what sbatch refuses is reported with its
+//! cause, named once.
 //!
 //! Without a cluster these tests say so and pass, unless `HEVO_TEST_SLURM=1` (set by
 //! `.ci/run`), which makes a missing cluster a failure.
@@ -721,4 +722,31 @@ fn a_job_reattached_after_a_restart_keeps_its_model_access() {
         calls >= trials,
         "{calls} trials with calls of {trials} trials"
     );
+}
+
+#[test]
+fn an_sbatch_refusal_names_its_cause_once() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // An option sbatch does not know: every submission is refused.
+    let setup = Setup {
+        executor: "sbatch = [\"--bogus\"]".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = hevo()
+        .args(["run", "--json"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the scheduler: sbatch failed: sbatch: unrecognized option '--bogus'"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("the scheduler :"), "{stderr}");
 }

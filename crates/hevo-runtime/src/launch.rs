@@ -170,7 +170,7 @@ pub enum LaunchError {
     },
     /// A cluster scheduler lost or refused the job (a node failure, a preemption, a job
     /// cancelled from outside, `sbatch` failing): an infrastructure fault, retried.
-    #[error("the scheduler {}: {reason}", job.as_deref().map(|j| format!("(job {j})")).unwrap_or_default())]
+    #[error("the scheduler{}: {reason}", job.as_deref().map(|j| format!(" (job {j})")).unwrap_or_default())]
     Scheduler {
         /// The job id, if one was assigned.
         job: Option<String>,

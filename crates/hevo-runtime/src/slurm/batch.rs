@@ -111,12 +111,8 @@ impl Batcher {
                     }
                 }
                 Err(e) => {
-                    let reason = e.to_string();
                     for p in chunk {
-                        let _ = p.tx.send(Err(LaunchError::Scheduler {
-                            job: None,
-                            reason: reason.clone(),
-                        }));
+                        let _ = p.tx.send(Err(each(&e)));
                     }
                 }
             }
@@ -199,5 +195,20 @@ impl Batcher {
             p.spool.set_job(id, &name);
         }
         Ok(ids)
+    }
+}
+
+/// The error of one `sbatch` call, for one launch of its chunk: a scheduler error as it is
+/// (wrapping its text again would say "the scheduler" twice), anything else as its text.
+fn each(e: &LaunchError) -> LaunchError {
+    match e {
+        LaunchError::Scheduler { job, reason } => LaunchError::Scheduler {
+            job: job.clone(),
+            reason: reason.clone(),
+        },
+        other => LaunchError::Scheduler {
+            job: None,
+            reason: other.to_string(),
+        },
     }
 }
