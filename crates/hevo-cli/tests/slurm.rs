@@ -5,7 +5,8 @@
 //! ones that finished while it was down instead of submitting them again (command scorers
 //! then see what those jobs left), and a harness calls a scripted model through the gateway
 //! bound to this machine's non-loopback address; what sbatch refuses is reported with its
-//! cause, named once.
+//! cause, named once, and what the cluster cannot run (a partition it lacks, an array
+//! larger than its `MaxArraySize`, a missing Slurm command) is refused before any work.
 //!
 //! Without a cluster these tests say so and pass, unless `HEVO_TEST_SLURM=1` (set by
 //! `.ci/run`), which makes a missing cluster a failure.
@@ -749,4 +750,119 @@ fn an_sbatch_refusal_names_its_cause_once() {
         "{stderr}"
     );
     assert!(!stderr.contains("the scheduler :"), "{stderr}");
+}
+
+/// `hevo run` on `dir`, quiet, with `path` as its PATH when given.
+fn run_with_path(dir: &Path, tmp: &Path, path: Option<&Path>) -> std::process::Output {
+    let mut hevo = hevo();
+    hevo.args(["run", "--json", "--no-progress"])
+        .arg(dir)
+        .env("TMPDIR", tmp);
+    if let Some(path) = path {
+        hevo.env("PATH", path);
+    }
+    hevo.output().unwrap()
+}
+
+/// The line of `key = ` in `dir`'s hevo.toml (1-based).
+fn line_of(dir: &Path, key: &str) -> usize {
+    let text = std::fs::read_to_string(dir.join("hevo.toml")).unwrap();
+    text.lines()
+        .position(|l| l.starts_with(&format!("{key} = ")))
+        .unwrap()
+        + 1
+}
+
+/// An error of `hevo run` found before any work: exit code 2, naming `hevo.toml`, the line
+/// of `key` in `[executor]` and `says`; no run directory was made, so no job was submitted.
+fn assert_refused_at_start(dir: &Path, out: &std::process::Output, key: &str, says: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let at = format!("hevo.toml:{}: `executor.{key}`", line_of(dir, key));
+    assert!(stderr.contains(&at), "wanted {at}: {stderr}");
+    for s in says {
+        assert!(stderr.contains(s), "wanted {s}: {stderr}");
+    }
+    assert!(!dir.join("runs").exists(), "{stderr}");
+}
+
+#[test]
+fn a_partition_the_cluster_lacks_is_refused_before_any_work() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        executor: "partition = \"no-such-partition\"".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = run(&dir, tmp.path());
+    // The message lists the partitions sinfo lists here.
+    let sinfo = Command::new("sinfo")
+        .args(["-h", "-o", "%P"])
+        .output()
+        .unwrap();
+    let first = String::from_utf8_lossy(&sinfo.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .trim_end_matches('*')
+        .to_string();
+    assert_refused_at_start(
+        &dir,
+        &out,
+        "partition",
+        &["no partition `no-such-partition`", &first],
+    );
+}
+
+#[test]
+fn a_missing_slurm_command_is_refused_before_any_work() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // A PATH with every Slurm command hevo uses but sbatch.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for program in ["sinfo", "squeue", "scontrol", "scancel"] {
+        let which = Command::new("which").arg(program).output().unwrap();
+        let real = String::from_utf8_lossy(&which.stdout).trim().to_string();
+        std::os::unix::fs::symlink(real, bin.join(program)).unwrap();
+    }
+    let dir = setup(tmp.path(), "true", 1);
+    let out = run_with_path(&dir, tmp.path(), Some(&bin));
+    assert_refused_at_start(&dir, &out, "kind", &["`sbatch` is not on PATH"]);
+}
+
+#[test]
+fn an_array_max_above_the_clusters_max_array_size_is_refused() {
+    if !cluster() {
+        return;
+    }
+    let config = Command::new("scontrol")
+        .args(["show", "config"])
+        .output()
+        .unwrap();
+    let max: u32 = String::from_utf8_lossy(&config.stdout)
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "MaxArraySize").then(|| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        executor: format!("array_max = {}", max + 1),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = run(&dir, tmp.path());
+    assert_refused_at_start(
+        &dir,
+        &out,
+        "array_max",
+        &[&format!("MaxArraySize is {max}")],
+    );
 }

@@ -18,6 +18,9 @@
 //!                             ─► LaunchError::Scheduler (an infra fault: the trial is retried)
 //! ```
 //!
+//! Before any work, [`Cluster::probe`] checks that the Slurm commands are here and reads
+//! the partitions and `MaxArraySize` the configuration is checked against (`cluster.rs`).
+//!
 //! Resume: a launch's spool directory is named by a hash of its trace path, the same for
 //! the same (candidate, task, trial) in the same run directory, so a restarted hevo finds
 //! the job it submitted before it was killed. The job ran in the old hevo's working
@@ -27,6 +30,7 @@
 //! start-up cleaning.
 
 mod batch;
+mod cluster;
 mod script;
 mod spool;
 
@@ -39,6 +43,7 @@ use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
 use batch::Batcher;
+pub use cluster::{Cluster, ProbeError};
 use spool::{Finished, Spool};
 
 use crate::cancel::Cancel;
@@ -98,15 +103,6 @@ impl SlurmLauncher {
             batcher: Arc::new(Batcher::new(options.clone())),
             options,
         }
-    }
-
-    /// Whether a Slurm controller answers here (`sinfo` runs and lists a partition).
-    pub fn available() -> bool {
-        std::process::Command::new("sinfo")
-            .args(["-h", "-o", "%P"])
-            .output()
-            .map(|o| o.status.success() && !o.stdout.is_empty())
-            .unwrap_or(false)
     }
 }
 

@@ -155,12 +155,11 @@ impl RunConfig {
                 ));
             }
         }
-        if self.executor.array_max == Some(0) || self.executor.array_max > Some(100_000) {
+        // Its upper bound is the cluster's MaxArraySize, checked at start (cluster.rs).
+        if self.executor.array_max == Some(0) {
             return Err(bad(
                 "executor.array_max",
-                "is out of range: use 1 (no arrays) up to the cluster's MaxArraySize - 1 \
-                 (Slurm's default allows 1000)"
-                    .into(),
+                "is 0: use 1 (no arrays) up to the cluster's MaxArraySize".into(),
             ));
         }
         for (key, v) in [
