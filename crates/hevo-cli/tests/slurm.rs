@@ -726,30 +726,62 @@ fn a_job_reattached_after_a_restart_keeps_its_model_access() {
 }
 
 #[test]
-fn an_sbatch_refusal_names_its_cause_once() {
+fn an_sbatch_refusal_stops_the_run_without_retries() {
     if !cluster() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    // An option sbatch does not know: every submission is refused.
+    // An option sbatch does not know: every submission is refused. The real sbatch is
+    // called through a shim that counts the calls.
     let setup = Setup {
         executor: "sbatch = [\"--bogus\"]".into(),
         ..Setup::default()
     };
-    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let dir = setup_with(tmp.path(), "true", 3, &setup);
+    let calls = tmp.path().join("sbatch-calls");
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let which = Command::new("which").arg("sbatch").output().unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        format!(
+            "#!/bin/sh\necho >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            String::from_utf8_lossy(&which.stdout).trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&sbatch, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let out = hevo()
         .args(["run", "--json"])
         .arg(&dir)
         .env("TMPDIR", tmp.path())
+        .env("PATH", path)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    // A user error naming sbatch's cause once, not "run the same command again to retry".
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("the scheduler: sbatch failed: sbatch: unrecognized option '--bogus'"),
+        stderr.contains(
+            "the scheduler refused the job: sbatch failed: sbatch: unrecognized option '--bogus'"
+        ),
         "{stderr}"
     );
+    assert!(stderr.contains("retrying cannot help"), "{stderr}");
     assert!(!stderr.contains("the scheduler :"), "{stderr}");
+    assert!(!stderr.contains("to retry"), "{stderr}");
+    // No retries, and no more submissions once refused: at most one call per job slot
+    // (4 trials, 2 jobs; 12 calls with three attempts each). Nothing was recorded, so the
+    // fixed configuration runs every trial.
+    let n = std::fs::read_to_string(&calls).unwrap().lines().count();
+    assert!((1..=2).contains(&n), "{n} sbatch calls: {stderr}");
+    let trials: i64 = db(&dir)
+        .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(trials, 0);
 }
 
 /// `hevo run` on `dir`, quiet, with `path` as its PATH when given.

@@ -198,10 +198,39 @@ impl Batcher {
     }
 }
 
-/// The error of one `sbatch` call, for one launch of its chunk: a scheduler error as it is
-/// (wrapping its text again would say "the scheduler" twice), anything else as its text.
+/// What `sbatch` says when it refuses a job for its options (partition, account, QOS,
+/// array, resources the cluster does not have): submitting it again cannot succeed.
+const REFUSALS: [&str; 11] = [
+    "unrecognized option",
+    "invalid option",
+    "invalid partition",
+    "invalid account",
+    "invalid qos",
+    "invalid job array specification",
+    "invalid generic resource",
+    "invalid feature specification",
+    "invalid wckey",
+    "requested node configuration is not available",
+    "access/permission denied",
+];
+
+/// Whether a failed `sbatch` (its exit code and stderr) refused the job for how it is
+/// configured, rather than failing for a while (a controller that does not answer, a
+/// timeout): exit code 255 (sbatch's own check of its options, e.g. `Invalid --time
+/// specification`) or one of [`REFUSALS`].
+pub(crate) fn refused(code: Option<i32>, stderr: &str) -> bool {
+    let stderr = stderr.to_lowercase();
+    code == Some(255) || REFUSALS.iter().any(|r| stderr.contains(r))
+}
+
+/// The error of one `sbatch` call, for one launch of its chunk: a scheduler error or
+/// refusal as it is (wrapping its text again would say "the scheduler" twice), anything
+/// else as its text.
 fn each(e: &LaunchError) -> LaunchError {
     match e {
+        LaunchError::Refused { reason } => LaunchError::Refused {
+            reason: reason.clone(),
+        },
         LaunchError::Scheduler { job, reason } => LaunchError::Scheduler {
             job: job.clone(),
             reason: reason.clone(),
@@ -210,5 +239,34 @@ fn each(e: &LaunchError) -> LaunchError {
             job: None,
             reason: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_told_from_passing_failures() {
+        let partition = "sbatch: error: invalid partition specified: gpu\n\
+                         sbatch: error: Batch job submission failed: Invalid partition name specified";
+        assert!(refused(Some(1), partition));
+        assert!(refused(
+            Some(255),
+            "sbatch: error: Invalid --time specification"
+        ));
+        assert!(refused(
+            Some(1),
+            "sbatch: error: Batch job submission failed: Invalid qos specification"
+        ));
+        assert!(!refused(
+            Some(1),
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller \
+             (connect failure)"
+        ));
+        assert!(!refused(
+            Some(1),
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+        ));
     }
 }

@@ -16,6 +16,7 @@
 //!                          ─► cancelled by hevo (its token) ─► scancel ─► Exit::Cancelled
 //!                          ─► NODE_FAIL, PREEMPTED, BOOT_FAIL, cancelled from outside
 //!                             ─► LaunchError::Scheduler (an infra fault: the trial is retried)
+//! sbatch refuses the job as configured (batch.rs) ─► LaunchError::Refused (no retry)
 //! ```
 //!
 //! Before any work, [`Cluster::probe`] checks that the Slurm commands are here and reads
@@ -142,13 +143,12 @@ async fn slurm(args: &[&str], what: &'static str) -> Result<String, LaunchError>
             source,
         })?;
     if !out.status.success() {
-        return Err(LaunchError::Scheduler {
-            job: None,
-            reason: format!(
-                "{what} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let reason = format!("{what} failed: {}", stderr.trim());
+        if what == "sbatch" && batch::refused(out.status.code(), &stderr) {
+            return Err(LaunchError::Refused { reason });
+        }
+        return Err(LaunchError::Scheduler { job: None, reason });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
