@@ -216,6 +216,8 @@ fn a_search_runs_every_trial_as_a_slurm_job() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("JobState=COMPLETED"), "job {id}: {text}");
         assert!(text.contains("JobName=hevo-"), "job {id}: {text}");
+        // The harness's default limit (120 s), in whole minutes, plus one.
+        assert!(text.contains("TimeLimit=00:03:00"), "job {id}: {text}");
     }
 }
 
@@ -896,5 +898,27 @@ fn an_array_max_above_the_clusters_max_array_size_is_refused() {
         &out,
         "array_max",
         &[&format!("MaxArraySize is {max}")],
+    );
+}
+
+#[test]
+fn an_sbatch_line_setting_an_option_hevo_sets_is_refused() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // hevo passes --time on sbatch's command line, which wins over this `#SBATCH --time=1`:
+    // the job would get hevo's limit without a word.
+    let setup = Setup {
+        executor: "sbatch = [\"--qos=normal\", \"--time=1\"]".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = run(&dir, tmp.path());
+    assert_refused_at_start(
+        &dir,
+        &out,
+        "sbatch",
+        &["has `--time=1`, which sets `--time`", "`timeout_s`"],
     );
 }

@@ -120,7 +120,8 @@ impl Batcher {
     }
 
     /// One `sbatch` for `chunk`: a plain job for one launch, an array for more. Records each
-    /// launch's id and job name in its spool.
+    /// launch's id and job name in its spool. Every option passed here is listed in
+    /// `owned.rs`, so `[executor] sbatch` cannot set it where it would be ignored.
     async fn sbatch(&self, chunk: &[Pending]) -> Result<Vec<String>, LaunchError> {
         let o = &self.options;
         let minutes = chunk.iter().map(|p| p.minutes).max().unwrap_or(1);

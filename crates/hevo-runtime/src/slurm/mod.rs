@@ -32,6 +32,7 @@
 
 mod batch;
 mod cluster;
+mod owned;
 mod script;
 mod spool;
 
@@ -45,6 +46,7 @@ use tokio::process::Command;
 
 use batch::Batcher;
 pub use cluster::{Cluster, ProbeError};
+pub use owned::hevo_sets;
 use spool::{Finished, Spool};
 
 use crate::cancel::Cancel;
@@ -63,7 +65,8 @@ pub struct SlurmOptions {
     pub cpus: Option<u32>,
     /// `--mem` in megabytes.
     pub mem_mb: Option<u64>,
-    /// Extra `#SBATCH` lines, written as given (e.g. `--qos=short`).
+    /// Extra `#SBATCH` lines, written as given (e.g. `--qos=short`); none may set an option
+    /// hevo sets itself ([`hevo_sets`]).
     pub extra: Vec<String>,
     /// A command the job's command is wrapped in (e.g. `["apptainer", "exec", "img.sif"]`).
     pub wrapper: Vec<String>,

@@ -40,7 +40,8 @@ pub struct ExecutorConfig {
     /// the largest file it may write anywhere (default 10240; hevo kills a trial past it).
     #[serde(default)]
     pub disk_mb: Option<u64>,
-    /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`.
+    /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`; an option hevo sets itself (`--time`,
+    /// `--cpus-per-task`, ...: `hevo_runtime::slurm::hevo_sets`) is refused.
     #[serde(default)]
     pub sbatch: Vec<String>,
     /// A command each job's command runs inside, e.g. `["apptainer", "exec", "img.sif"]`.

@@ -184,6 +184,18 @@ impl RunConfig {
                 "is below 16 MB, too little for any interpreter to start: use e.g. 2048".into(),
             ));
         }
+        for entry in &self.executor.sbatch {
+            if let Some((option, instead)) = hevo_runtime::slurm::hevo_sets(entry) {
+                return Err(bad(
+                    "executor.sbatch",
+                    format!(
+                        "has `{entry}`, which sets `{option}`: hevo sets `{option}` itself on \
+                         sbatch's command line, where it wins over `#SBATCH` lines; remove it \
+                         (what sets it: {instead})"
+                    ),
+                ));
+            }
+        }
         if self.executor.array_throttle == Some(0) {
             return Err(bad(
                 "executor.array_throttle",
