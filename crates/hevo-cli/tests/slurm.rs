@@ -57,6 +57,8 @@ struct Setup {
     model: String,
     /// The harness entry (default bash `h.sh`).
     entry: String,
+    /// More `harness.toml` lines (e.g. `timeout_s`).
+    harness: String,
 }
 
 impl Default for Setup {
@@ -67,6 +69,7 @@ impl Default for Setup {
             command_scorer: false,
             model: "[model]\n".into(),
             entry: "[\"bash\", \"h.sh\"]".into(),
+            harness: String::new(),
         }
     }
 }
@@ -77,8 +80,8 @@ fn setup_with(tmp: &Path, body: &str, tasks: usize, s: &Setup) -> PathBuf {
     std::fs::write(
         dir.join("seed/harness.toml"),
         format!(
-            "name = \"seed\"\nentry = {}\n[params]\nk = {{ values = [1, 2], default = 1 }}\n",
-            s.entry
+            "name = \"seed\"\nentry = {}\n{}\n[params]\nk = {{ values = [1, 2], default = 1 }}\n",
+            s.entry, s.harness
         ),
     )
     .unwrap();
@@ -142,6 +145,37 @@ fn spooled(dir: &Path) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// `scontrol show job -o` of every job this test's hevo submitted (each starts in the run's
+/// spool, under `tmp`), ended ones included while Slurm keeps them (`MinJobAge`).
+fn our_job_records(tmp: &Path) -> Vec<String> {
+    let out = Command::new("scontrol")
+        .args(["show", "job", "-o"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| field(l, "WorkDir=").is_some_and(|w| w.starts_with(&*tmp.to_string_lossy())))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What is left in the run's spool: its entries, and those of `arrays/`, which stays.
+fn spool_left(dir: &Path) -> Vec<PathBuf> {
+    let spool = dir.join("runs/search/slurm");
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|e| e.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let arrays = spool.join("arrays");
+    let mut left: Vec<PathBuf> = entries(&spool)
+        .into_iter()
+        .filter(|p| *p != arrays)
+        .collect();
+    left.extend(entries(&arrays));
+    left
+}
+
 fn scontrol(id: &str) -> String {
     let out = Command::new("scontrol")
         .args(["show", "job", "-o", id])
@@ -197,28 +231,21 @@ fn a_search_runs_every_trial_as_a_slurm_job() {
         .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
         .unwrap();
     // Every trial (and the smoke trial) was its own job, and the scheduler ran each one.
-    let spool = dir.join("runs/search/slurm");
-    let jobs: Vec<String> = std::fs::read_dir(&spool)
-        .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("job_id")).ok())
-        .collect();
+    let jobs = our_job_records(tmp.path());
     assert!(trials >= 8, "{trials}");
     assert!(
         jobs.len() as i64 > trials,
         "{} jobs for {trials} trials",
         jobs.len()
     );
-    for id in &jobs {
-        let out = Command::new("scontrol")
-            .args(["show", "job", "-o", id])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("JobState=COMPLETED"), "job {id}: {text}");
-        assert!(text.contains("JobName=hevo-"), "job {id}: {text}");
+    for text in &jobs {
+        assert!(text.contains("JobState=COMPLETED"), "{text}");
+        assert!(text.contains("JobName=hevo-"), "{text}");
         // The harness's default limit (120 s), in whole minutes, plus one.
-        assert!(text.contains("TimeLimit=00:03:00"), "job {id}: {text}");
+        assert!(text.contains("TimeLimit=00:03:00"), "{text}");
     }
+    // Every outcome is read and recorded: no spool directory is left.
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -327,6 +354,8 @@ fn a_killed_hevo_reattaches_to_its_running_jobs_without_duplicates() {
     };
     assert!(statuses.len() >= 6, "{statuses:?}");
     assert!(statuses.iter().all(|s| s == "pass"), "{statuses:?}");
+    // The re-attached jobs' spool directories went once their outcomes were read.
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -355,41 +384,39 @@ fn launches_that_arrive_together_run_as_one_job_array() {
         )
         .unwrap();
     assert!(passed >= 16, "{passed}");
-    // Array elements: ids `A_i`, each COMPLETED in scontrol as element i of array A, which
-    // Slurm ran with the throttle asked for; no array is larger than array_max.
+    // Array elements: element i of array A, each COMPLETED in scontrol, which Slurm ran
+    // with the throttle asked for; no array is larger than array_max.
     let mut arrays: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for (id, _) in spooled(&dir) {
-        let Some((array, index)) = id.split_once('_') else {
+    for info in our_job_records(tmp.path()) {
+        let (Some(array), Some(index)) =
+            (field(&info, "ArrayJobId="), field(&info, "ArrayTaskId="))
+        else {
             continue;
         };
-        let info = scontrol(&id);
-        assert_eq!(field(&info, "JobState="), Some("COMPLETED"), "{id}: {info}");
-        assert_eq!(field(&info, "ArrayJobId="), Some(array), "{id}: {info}");
-        assert_eq!(field(&info, "ArrayTaskId="), Some(index), "{id}: {info}");
-        assert_eq!(
-            field(&info, "ArrayTaskThrottle="),
-            Some("2"),
-            "{id}: {info}"
-        );
+        assert_eq!(field(&info, "JobState="), Some("COMPLETED"), "{info}");
+        assert_eq!(field(&info, "ArrayTaskThrottle="), Some("2"), "{info}");
         assert!(
             field(&info, "JobName=").is_some_and(|n| n.starts_with("hevo-array-")),
-            "{id}: {info}"
+            "{info}"
         );
-        arrays.entry(array.to_string()).or_default().push(id);
+        arrays
+            .entry(array.to_string())
+            .or_default()
+            .push(index.to_string());
     }
     assert!(!arrays.is_empty(), "no launch ran as an array element");
     assert!(arrays.values().all(|e| e.len() <= 3), "{arrays:?}");
     assert!(arrays.values().any(|e| e.len() >= 2), "{arrays:?}");
-    let script = std::fs::read_dir(dir.join("runs/search/slurm/arrays"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("array.sh");
-    assert!(std::fs::read_to_string(script)
-        .unwrap()
-        .contains("SLURM_ARRAY_TASK_ID"));
+    // The array's script, as the controller keeps it, runs the element of its index.
+    let array = arrays.keys().next().unwrap();
+    let script = Command::new("scontrol")
+        .args(["write", "batch_script", array, "-"])
+        .output()
+        .unwrap();
+    let script = String::from_utf8_lossy(&script.stdout);
+    assert!(script.contains("SLURM_ARRAY_TASK_ID"), "{script}");
+    // Nothing of the arrays is left in the spool either.
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 /// Waits until none of the test's jobs is queued or running.
@@ -784,6 +811,7 @@ fn an_sbatch_refusal_stops_the_run_without_retries() {
         .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
         .unwrap();
     assert_eq!(trials, 0);
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 /// `hevo run` on `dir`, quiet, with `path` as its PATH when given.
@@ -921,4 +949,41 @@ fn an_sbatch_line_setting_an_option_hevo_sets_is_refused() {
         "sbatch",
         &["has `--time=1`, which sets `--time`", "`timeout_s`"],
     );
+}
+
+#[test]
+fn slurms_note_on_a_job_hevo_stopped_is_kept_in_the_stderr_trace() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Task v0's job outlives its 2 s limit: hevo's timer scancels it, and Slurm notes the
+    // cancellation in the job's own output, which is in the spool only until hevo reads
+    // the outcome.
+    let setup = Setup {
+        harness: "timeout_s = 2".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(
+        tmp.path(),
+        "if [ \"$input\" = '\"x0\"' ]; then sleep 60; fi",
+        2,
+        &setup,
+    );
+    let out = run(&dir, tmp.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (status, trace): (String, String) = db(&dir)
+        .query_row(
+            "SELECT t.status, t.trace_path FROM trials t JOIN candidates c ON c.id = t.candidate_id
+             WHERE t.task_id = 'v0' AND c.name = 'seed'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "timeout");
+    let trace = std::fs::read_to_string(format!("{trace}.stderr")).unwrap();
+    assert!(trace.contains("hevo: Slurm's output of job"), "{trace}");
+    assert!(trace.contains("CANCELLED"), "{trace}");
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }

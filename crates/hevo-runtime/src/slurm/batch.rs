@@ -5,7 +5,9 @@
 //! of a quiet period waits [`WINDOW`] for others; then everything waiting is submitted, at
 //! most `array_max` elements per `sbatch --array=0-(n-1)[%throttle]` call. A lone launch is
 //! a plain job. Element `i` of array `A` is Slurm job `A_i`: it is polled, cancelled and
-//! re-attached to by that id like any job.
+//! re-attached to by that id like any job. The array's script (`<spool>/arrays/<name>.sh`,
+//! running each element's `job.sh`) is removed once sbatch has sent it to the controller;
+//! element `A_i`'s Slurm output is `<spool>/arrays/A_i.out` until hevo reads its outcome.
 //!
 //! ```text
 //! launch ─► pending ─┬─ first of a quiet period: wait WINDOW (or until array_max wait)
@@ -154,13 +156,13 @@ impl Batcher {
                 h.update(p.name.as_bytes());
             }
             let name = format!("hevo-array-{}", &hex::encode(h.finalize())[..12]);
-            let dir = o.spool.join("arrays").join(&name);
+            let dir = o.spool.join("arrays");
             std::fs::create_dir_all(&dir).map_err(|source| LaunchError::Io {
                 what: "creating the array directory",
                 source,
             })?;
             let elements: Vec<PathBuf> = chunk.iter().map(|p| p.spool.script()).collect();
-            let path = dir.join("array.sh");
+            let path = dir.join(format!("{name}.sh"));
             std::fs::write(&path, script::array(o, &elements)).map_err(|source| {
                 LaunchError::Io {
                     what: "writing the array script",
@@ -173,13 +175,19 @@ impl Batcher {
                 .unwrap_or_default();
             args.push(format!("--array=0-{}{throttle}", chunk.len() - 1));
             args.push(format!("--chdir={}", dir.display()));
-            args.push(format!("--output={}", dir.join("%a.out").display()));
+            // Element `A_i`'s output: `Spool::job_output`.
+            args.push(format!("--output={}", dir.join("%A_%a.out").display()));
             (name, path)
         };
         args.push(format!("--job-name={name}"));
         args.push(script_path.to_string_lossy().into_owned());
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = slurm(&argv, "sbatch").await?;
+        let out = slurm(&argv, "sbatch").await;
+        if chunk.len() > 1 {
+            // sbatch sent the array's script to the controller, which keeps it.
+            let _ = std::fs::remove_file(&script_path);
+        }
+        let out = out?;
         let id = out.trim().split(';').next().unwrap_or("").to_string();
         if id.is_empty() {
             return Err(LaunchError::Scheduler {

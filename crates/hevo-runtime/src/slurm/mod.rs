@@ -28,7 +28,8 @@
 //! directory; when it has ended, that directory replaces the new trial's (empty) one, so
 //! command scorers see what the job left there. Until hevo has read a job's outcome its
 //! working directory is reported by [`Launcher::reserved_workdirs`] and kept by the
-//! start-up cleaning.
+//! start-up cleaning. Once hevo has read a job's outcome (or its submission failed), its
+//! spool directory is removed: only the launches whose outcome is unread keep one.
 
 mod batch;
 mod cluster;
@@ -285,8 +286,31 @@ fn adopt_workdir(spool: &Spool, spec: &LaunchSpec) {
     }
 }
 
-/// The outcome of a launch whose job has ended: its outputs capped, its working directory
-/// adopted, its spool entry read (a retry submits anew).
+/// Appends what Slurm wrote of the job itself (a failed `cd`, a cancellation notice), if
+/// anything, to the stderr trace: its spool goes, and the trace is where a user looks.
+fn keep_job_output(spool: &Spool, spec: &LaunchSpec, id: &str) {
+    let (Some(out), Some(stderr)) = (spool.job_output(), &spec.stderr_path) else {
+        return;
+    };
+    let Ok(text) = std::fs::read(out) else { return };
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let note = format!("\nhevo: Slurm's output of job {id} (its script, not the command):\n");
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stderr)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(note.as_bytes())?;
+            f.write_all(&text)
+        });
+}
+
+/// The outcome of a launch whose job has ended: its working directory adopted, Slurm's
+/// output of the job kept in the stderr trace, its outputs capped, its spool directory
+/// removed (a retry submits anew).
 fn finish(
     spool: &Spool,
     spec: &LaunchSpec,
@@ -295,7 +319,8 @@ fn finish(
     id: &str,
 ) -> ProcessOutcome {
     adopt_workdir(spool, spec);
-    spool.consume();
+    keep_job_output(spool, spec, id);
+    spool.remove();
     let (stdout, stdout_tail) =
         finish_output(spec.stdout_path.as_ref(), spec.output_cap, spec.tail_bytes);
     let (stderr, _) = finish_output(spec.stderr_path.as_ref(), spec.output_cap, 0);
@@ -330,7 +355,14 @@ async fn run_job(
                 let id = spool.job().map(|(id, _)| id).unwrap_or_default();
                 return Ok(finish(&spool, &spec, exit, wall, &id));
             }
-            None => submit(launcher, &spec, &name, &spool).await?,
+            None => match submit(launcher, &spec, &name, &spool).await {
+                Ok(id) => id,
+                Err(e) => {
+                    // No job: nothing to resume (the retry, if any, writes it again).
+                    spool.remove();
+                    return Err(e);
+                }
+            },
         },
     };
     let cancel: Cancel = spec.cancel.clone();
@@ -375,7 +407,7 @@ async fn run_job(
         (None, "OUT_OF_MEMORY", _) => Exit::Signal(9),
         (None, other, _) => {
             // Cancelled from outside, a node failure, a preemption: not the harness's fault.
-            spool.consume();
+            spool.remove();
             return Err(LaunchError::Scheduler {
                 job: Some(id),
                 reason: format!("the job ended as {other}"),
