@@ -240,7 +240,7 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             eprintln!("hevo: {line}");
         }
     };
-    let launcher = crate::executor_launcher(&config, &config_file, &args.run)?;
+    let launcher = crate::executor_launcher(&config, &config_file, &args.run, progress)?;
     let model = ModelLayer::start(&config, &config_file, &args.run, cancel, &mut log)?;
     let opts = FinalizeOptions {
         trials: args.trials,

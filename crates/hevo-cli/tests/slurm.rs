@@ -6,7 +6,8 @@
 //! then see what those jobs left), and a harness calls a scripted model through the gateway
 //! bound to this machine's non-loopback address; what sbatch refuses is reported with its
 //! cause, named once, and what the cluster cannot run (a partition it lacks, an array
-//! larger than its `MaxArraySize`, a missing Slurm command) is refused before any work.
+//! larger than its `MaxArraySize`, a missing Slurm command) is refused before any work;
+//! jobs waiting in the queue are reported while they wait; nothing is left in the spool.
 //!
 //! Without a cluster these tests say so and pass, unless `HEVO_TEST_SLURM=1` (set by
 //! `.ci/run`), which makes a missing cluster a failure.
@@ -222,11 +223,10 @@ fn a_search_runs_every_trial_as_a_slurm_job() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = setup(tmp.path(), "true", 4);
     let out = run(&dir, tmp.path());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // --no-progress: no line about the queue either.
+    assert!(!stderr.contains("slurm:"), "{stderr}");
     let trials: i64 = db(&dir)
         .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
         .unwrap();
@@ -986,4 +986,75 @@ fn slurms_note_on_a_job_hevo_stopped_is_kept_in_the_stderr_trace() {
     assert!(trace.contains("hevo: Slurm's output of job"), "{trace}");
     assert!(trace.contains("CANCELLED"), "{trace}");
     assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn while_jobs_wait_in_the_queue_their_state_is_printed() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Held jobs wait in the queue (JobHeldUser) until the test releases them.
+    let setup = Setup {
+        executor: "sbatch = [\"--hold\"]".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 2, &setup);
+    let mut child = hevo()
+        .args(["run", "--json"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let reader = {
+        let lines = lines.clone();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                lines.lock().unwrap().push(line.unwrap());
+            }
+        })
+    };
+    let said = |what: &str| lines.lock().unwrap().iter().any(|l| l.contains(what));
+    // Before any trial ends: the submission, then the jobs' state, all of them pending.
+    for _ in 0..1200 {
+        if said("job(s) pending, 0 running") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !said("job(s) pending, 0 running") {
+        // Leave no hevo and no held job behind.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for id in our_jobs(tmp.path()) {
+            let _ = Command::new("scancel").arg(&id).output();
+        }
+    }
+    assert!(
+        said("hevo:   slurm: ") && said("job(s) submitted (job "),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    assert!(
+        said("job(s) pending, 0 running"),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    assert!(!said("trials, mean outcome"), "{:?}", lines.lock().unwrap());
+    // Release every job of the run (later batches are held too) until hevo ends.
+    let status = loop {
+        for id in our_jobs(tmp.path()) {
+            let _ = Command::new("scontrol").args(["release", &id]).output();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    reader.join().unwrap();
+    assert!(status.success(), "{:?}", lines.lock().unwrap());
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio::sync::{oneshot, Notify};
 
+use super::queue::Queue;
 use super::spool::Spool;
 use super::{script, slurm, SlurmOptions};
 use crate::launch::LaunchError;
@@ -44,14 +45,17 @@ pub(crate) struct Batcher {
     options: SlurmOptions,
     pending: Mutex<Vec<Pending>>,
     full: Notify,
+    /// Told of each submission.
+    queue: Arc<Queue>,
 }
 
 impl Batcher {
-    pub fn new(options: SlurmOptions) -> Batcher {
+    pub fn new(options: SlurmOptions, queue: Arc<Queue>) -> Batcher {
         Batcher {
             options,
             pending: Mutex::new(Vec::new()),
             full: Notify::new(),
+            queue,
         }
     }
 
@@ -196,13 +200,14 @@ impl Batcher {
             });
         }
         let ids: Vec<String> = if chunk.len() == 1 {
-            vec![id]
+            vec![id.clone()]
         } else {
             (0..chunk.len()).map(|i| format!("{id}_{i}")).collect()
         };
         for (p, id) in chunk.iter().zip(&ids) {
             p.spool.set_job(id, &name);
         }
+        self.queue.submitted(ids.len(), &id);
         Ok(ids)
     }
 }

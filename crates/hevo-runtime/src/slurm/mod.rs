@@ -19,6 +19,9 @@
 //! sbatch refuses the job as configured (batch.rs) ─► LaunchError::Refused (no retry)
 //! ```
 //!
+//! What the jobs do (submitted, pending, running) is told to a reporter while they wait
+//! (`queue.rs`), from the same polls.
+//!
 //! Before any work, [`Cluster::probe`] checks that the Slurm commands are here and reads
 //! the partitions and `MaxArraySize` the configuration is checked against (`cluster.rs`).
 //!
@@ -34,6 +37,7 @@
 mod batch;
 mod cluster;
 mod owned;
+mod queue;
 mod script;
 mod spool;
 
@@ -48,6 +52,8 @@ use tokio::process::Command;
 use batch::Batcher;
 pub use cluster::{Cluster, ProbeError};
 pub use owned::hevo_sets;
+use queue::Queue;
+pub use queue::{QueueNews, QueueReport, EVERY as QUEUE_NEWS_EVERY};
 use spool::{Finished, Spool};
 
 use crate::cancel::Cancel;
@@ -86,6 +92,7 @@ pub struct SlurmOptions {
 pub struct SlurmLauncher {
     options: SlurmOptions,
     batcher: Arc<Batcher>,
+    queue: Arc<Queue>,
 }
 
 impl std::fmt::Debug for SlurmLauncher {
@@ -98,15 +105,17 @@ impl std::fmt::Debug for SlurmLauncher {
 
 impl SlurmLauncher {
     /// A launcher submitting with `options` (a zero `poll` becomes 500 ms, a zero
-    /// `array_max` 1).
-    pub fn new(mut options: SlurmOptions) -> SlurmLauncher {
+    /// `array_max` 1), telling `report` what its jobs do (`queue.rs`), if given.
+    pub fn new(mut options: SlurmOptions, report: Option<QueueReport>) -> SlurmLauncher {
         if options.poll.is_zero() {
             options.poll = Duration::from_millis(500);
         }
         options.array_max = options.array_max.max(1);
+        let queue = Arc::new(Queue::new(report));
         SlurmLauncher {
-            batcher: Arc::new(Batcher::new(options.clone())),
+            batcher: Arc::new(Batcher::new(options.clone(), Arc::clone(&queue))),
             options,
+            queue,
         }
     }
 }
@@ -347,6 +356,7 @@ async fn run_job(
     let name = job_name(&spec);
     let spool = Spool::new(&options.spool, &name);
     let start = Instant::now();
+    let tracked = launcher.queue.track(&name);
     let id = match alive_job(&spool, &name).await {
         Some(id) => id,
         None => match spool.finished() {
@@ -382,6 +392,7 @@ async fn run_job(
         if terminal(&info.state) {
             break info;
         }
+        tracked.set(&info.state);
         if forced.is_none() {
             if cancel.is_cancelled() {
                 forced = Some(Exit::Cancelled);

@@ -71,12 +71,13 @@ impl ExecutorConfig {
 
     /// The launcher every trial-side process of a run in `run_dir` goes through. A Slurm
     /// executor is first checked against the cluster (`cluster.rs`; errors name a line of
-    /// `file`) and spools its job scripts in `run_dir/slurm/` (the run directory must be on
-    /// a filesystem the compute nodes share).
+    /// `file`), spools its job scripts in `run_dir/slurm/` (the run directory must be on a
+    /// filesystem the compute nodes share) and tells `queue` what its jobs do, if given.
     pub fn launcher(
         &self,
         run_dir: &Path,
         file: &Path,
+        queue: Option<hevo_runtime::slurm::QueueReport>,
     ) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, ConfigError> {
         use hevo_runtime::slurm::{SlurmLauncher, SlurmOptions};
         Ok(match self.kind {
@@ -85,18 +86,21 @@ impl ExecutorConfig {
             }
             ExecutorKind::Slurm => {
                 let array_max = self.check_cluster(file)?;
-                std::sync::Arc::new(SlurmLauncher::new(SlurmOptions {
-                    partition: self.partition.clone(),
-                    account: self.account.clone(),
-                    cpus: self.cpus,
-                    mem_mb: self.mem_mb,
-                    extra: self.sbatch.clone(),
-                    wrapper: self.wrapper.clone(),
-                    spool: run_dir.join("slurm"),
-                    poll: std::time::Duration::from_millis(500),
-                    array_max,
-                    array_throttle: self.array_throttle,
-                }))
+                std::sync::Arc::new(SlurmLauncher::new(
+                    SlurmOptions {
+                        partition: self.partition.clone(),
+                        account: self.account.clone(),
+                        cpus: self.cpus,
+                        mem_mb: self.mem_mb,
+                        extra: self.sbatch.clone(),
+                        wrapper: self.wrapper.clone(),
+                        spool: run_dir.join("slurm"),
+                        poll: std::time::Duration::from_millis(500),
+                        array_max,
+                        array_throttle: self.array_throttle,
+                    },
+                    queue,
+                ))
             }
         })
     }
