@@ -1058,3 +1058,62 @@ fn while_jobs_wait_in_the_queue_their_state_is_printed() {
     reader.join().unwrap();
     assert!(status.success(), "{:?}", lines.lock().unwrap());
 }
+
+#[test]
+fn a_jobs_wait_in_the_queue_does_not_count_against_its_time_limit() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Held jobs wait in the queue three times as long as the harness's 2 s limit, then run
+    // at once.
+    let setup = Setup {
+        executor: "sbatch = [\"--hold\"]".into(),
+        harness: "timeout_s = 2".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 2, &setup);
+    let mut child = hevo()
+        .args(["run", "--json", "--no-progress"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if !our_jobs(tmp.path()).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(6));
+    // Release every job of the run (later batches are held too) until hevo ends.
+    let status = loop {
+        for id in our_jobs(tmp.path()) {
+            let _ = Command::new("scontrol").args(["release", &id]).output();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    // Every trial passed on its first attempt: none was stopped as a timeout while queued.
+    let conn = db(&dir);
+    let mut st = conn
+        .prepare("SELECT task_id, status, attempts FROM trials")
+        .unwrap();
+    let rows: Vec<(String, String, i64)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert!(
+        rows.iter().all(|(_, s, a)| s == "pass" && *a == 1),
+        "{rows:?}"
+    );
+}

@@ -12,7 +12,8 @@
 //!     ├─ its exit marker there (the job ended while hevo was down)     ─► read back
 //!     └─ else write job.sh, stdin ─► batcher ─► sbatch [--array] ─► job id (`A` or `A_i`)
 //! poll `scontrol show job` ─► COMPLETED/FAILED ─► Exit::Code / Exit::Signal (the marker's)
-//!                          ─► TIMEOUT (or hevo's own timer, then scancel) ─► Exit::TimedOut
+//!                          ─► TIMEOUT (or hevo's own timer, from when the job is first seen
+//!                             running, then scancel) ─► Exit::TimedOut
 //!                          ─► cancelled by hevo (its token) ─► scancel ─► Exit::Cancelled
 //!                          ─► NODE_FAIL, PREEMPTED, BOOT_FAIL, cancelled from outside
 //!                             ─► LaunchError::Scheduler (an infra fault: the trial is retried)
@@ -157,7 +158,12 @@ async fn slurm(args: &[&str], what: &'static str) -> Result<String, LaunchError>
         })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let reason = format!("{what} failed: {}", stderr.trim());
+        // `scontrol show job` says "Job 12_3 not found" on stdout.
+        let said = match stderr.trim() {
+            "" => String::from_utf8_lossy(&out.stdout),
+            _ => stderr.clone(),
+        };
+        let reason = format!("{what} failed: {}", said.trim());
         if what == "sbatch" && batch::refused(out.status.code(), &stderr) {
             return Err(LaunchError::Refused { reason });
         }
@@ -355,7 +361,6 @@ async fn run_job(
     let options = &launcher.options;
     let name = job_name(&spec);
     let spool = Spool::new(&options.spool, &name);
-    let start = Instant::now();
     let tracked = launcher.queue.track(&name);
     let id = match alive_job(&spool, &name).await {
         Some(id) => id,
@@ -377,27 +382,36 @@ async fn run_job(
     };
     let cancel: Cancel = spec.cancel.clone();
     let mut forced: Option<Exit> = None;
+    // When the job was first seen running: its time limit counts from there, not from its
+    // wait in the queue.
+    let mut running_since: Option<Instant> = None;
     let info = loop {
+        let ended = |state: &str| JobInfo {
+            state: state.into(),
+            name: String::new(),
+            code: 0,
+            sig: 0,
+        };
         let info = match job_state(&id).await {
             Ok(info) => info,
             // Slurm forgets ended jobs after a while (MinJobAge); the marker remains.
-            Err(_) if spool.finished().is_some() => JobInfo {
-                state: "COMPLETED".into(),
-                name: String::new(),
-                code: 0,
-                sig: 0,
-            },
+            Err(_) if spool.finished().is_some() => ended("COMPLETED"),
+            // An array element hevo cancelled while it waited is forgotten at once.
+            Err(_) if forced.is_some() => ended("CANCELLED"),
             Err(e) => return Err(e),
         };
         if terminal(&info.state) {
             break info;
         }
         tracked.set(&info.state);
+        if running_since.is_none() && !queue::waiting(&info.state) {
+            running_since = Some(Instant::now());
+        }
         if forced.is_none() {
             if cancel.is_cancelled() {
                 forced = Some(Exit::Cancelled);
                 scancel(&id).await;
-            } else if start.elapsed() > spec.timeout {
+            } else if running_since.is_some_and(|t| t.elapsed() > spec.timeout) {
                 forced = Some(Exit::TimedOut);
                 scancel(&id).await;
             }
@@ -408,6 +422,11 @@ async fn run_job(
         }
     };
     let marker = spool.finished();
+    let wall = match (marker, running_since) {
+        (Some(m), _) => m.wall,
+        (None, Some(t)) => t.elapsed(),
+        (None, None) => Duration::ZERO,
+    };
     let exit = match (forced, info.state.as_str(), marker) {
         (Some(f), _, _) => f,
         (None, "COMPLETED" | "FAILED", Some(m)) => m.exit,
@@ -425,7 +444,7 @@ async fn run_job(
             });
         }
     };
-    Ok(finish(&spool, &spec, exit, start.elapsed(), &id))
+    Ok(finish(&spool, &spec, exit, wall, &id))
 }
 
 #[cfg(test)]

@@ -135,6 +135,11 @@ impl Queue {
     }
 }
 
+/// Whether a job in Slurm state `state` (not ended) still waits to start.
+pub(crate) fn waiting(state: &str) -> bool {
+    matches!(state, "PENDING" | "REQUEUED" | "CONFIGURING")
+}
+
 /// A tracked launch; dropping it (its job ended, or its launch gave up) forgets it.
 pub(crate) struct Tracked {
     queue: Arc<Queue>,
@@ -144,9 +149,8 @@ pub(crate) struct Tracked {
 impl Tracked {
     /// Records the job's Slurm state (`PENDING`, `RUNNING`, ...).
     pub fn set(&self, state: &str) {
-        let running = !matches!(state, "PENDING" | "REQUEUED" | "CONFIGURING");
         if let Some(r) = self.queue.state().jobs.get_mut(&self.name) {
-            *r = running;
+            *r = !waiting(state);
         }
     }
 }
