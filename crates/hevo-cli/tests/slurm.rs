@@ -803,7 +803,7 @@ fn an_sbatch_refusal_stops_the_run_without_retries() {
     assert!(!stderr.contains("the scheduler :"), "{stderr}");
     assert!(!stderr.contains("to retry"), "{stderr}");
     // No retries, and no more submissions once refused: at most one call per job slot
-    // (4 trials, 2 jobs; 12 calls with three attempts each). Nothing was recorded, so the
+    // (3 trials, 2 jobs; 9 calls with three attempts each). Nothing was recorded, so the
     // fixed configuration runs every trial.
     let n = std::fs::read_to_string(&calls).unwrap().lines().count();
     assert!((1..=2).contains(&n), "{n} sbatch calls: {stderr}");
