@@ -240,13 +240,14 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             eprintln!("hevo: {line}");
         }
     };
+    let launcher = crate::executor_launcher(&config, &config_file, &args.run, progress)?;
     let model = ModelLayer::start(&config, &config_file, &args.run, cancel, &mut log)?;
     let opts = FinalizeOptions {
         trials: args.trials,
         jobs,
         model_env: hevo_runtime::model_access::ModelEnv::offline(),
         model_access: model.access(),
-        launcher: crate::executor_launcher(&config, &args.run)?,
+        launcher,
         cancel: cancel.clone(),
         frontier: args.frontier,
         progress: (!args.no_progress).then(stderr_progress),

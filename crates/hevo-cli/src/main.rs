@@ -153,14 +153,25 @@ pub(crate) fn launcher(
 }
 
 /// The launcher of `[executor]`: on this machine (`local`) the sandbox where bwrap works
-/// (see [`launcher`]); a Slurm cluster's jobs are not sandboxed by hevo.
+/// (see [`launcher`]); a Slurm cluster's jobs are not sandboxed by hevo, the cluster is
+/// checked first (a refusal names a line of `config_file`), and with `progress` what the
+/// jobs do is printed while they wait. Made before any work.
 pub(crate) fn executor_launcher(
     config: &hevo_search::config::RunConfig,
+    config_file: &std::path::Path,
     run_dir: &std::path::Path,
+    progress: bool,
 ) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, CliError> {
     match config.executor.kind {
         hevo_search::config::ExecutorKind::Local => launcher(config.executor.limits()),
-        _ => config.executor.launcher(run_dir).map_err(CliError::user),
+        _ => {
+            let queue =
+                progress.then(|| hevo_search::runner::queue_lines(finalize_cmd::stderr_progress()));
+            config
+                .executor
+                .launcher(run_dir, config_file, queue)
+                .map_err(CliError::user)
+        }
     }
 }
 

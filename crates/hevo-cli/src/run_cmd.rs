@@ -119,11 +119,11 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     };
     let suite_dir = config.resolve(&config_file, &config.suite);
     crate::run_checks::before_work(&config, &config_file, args.finalize, &mut log)?;
+    let launcher = crate::executor_launcher(&config, &config_file, &run_dir, progress)?;
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", run_dir.display())))?;
     log(&format!("run directory: {}", run_dir.display()));
     let model = ModelLayer::start(&config, &config_file, &run_dir, cancel, &mut log)?;
-    let launcher = crate::executor_launcher(&config, &run_dir)?;
     let jobs = config
         .search
         .jobs

@@ -4,7 +4,10 @@
 //! and is retried, a hevo killed mid-run re-attaches to its running jobs and reads back the
 //! ones that finished while it was down instead of submitting them again (command scorers
 //! then see what those jobs left), and a harness calls a scripted model through the gateway
-//! bound to this machine's non-loopback address.
+//! bound to this machine's non-loopback address; what sbatch refuses is reported with its
+//! cause, named once, and what the cluster cannot run (a partition it lacks, an array
+//! larger than its `MaxArraySize`, a missing Slurm command) is refused before any work;
+//! jobs waiting in the queue are reported while they wait; nothing is left in the spool.
 //!
 //! Without a cluster these tests say so and pass, unless `HEVO_TEST_SLURM=1` (set by
 //! `.ci/run`), which makes a missing cluster a failure.
@@ -55,6 +58,8 @@ struct Setup {
     model: String,
     /// The harness entry (default bash `h.sh`).
     entry: String,
+    /// More `harness.toml` lines (e.g. `timeout_s`).
+    harness: String,
 }
 
 impl Default for Setup {
@@ -65,6 +70,7 @@ impl Default for Setup {
             command_scorer: false,
             model: "[model]\n".into(),
             entry: "[\"bash\", \"h.sh\"]".into(),
+            harness: String::new(),
         }
     }
 }
@@ -75,8 +81,8 @@ fn setup_with(tmp: &Path, body: &str, tasks: usize, s: &Setup) -> PathBuf {
     std::fs::write(
         dir.join("seed/harness.toml"),
         format!(
-            "name = \"seed\"\nentry = {}\n[params]\nk = {{ values = [1, 2], default = 1 }}\n",
-            s.entry
+            "name = \"seed\"\nentry = {}\n{}\n[params]\nk = {{ values = [1, 2], default = 1 }}\n",
+            s.entry, s.harness
         ),
     )
     .unwrap();
@@ -140,6 +146,37 @@ fn spooled(dir: &Path) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// `scontrol show job -o` of every job this test's hevo submitted (each starts in the run's
+/// spool, under `tmp`), ended ones included while Slurm keeps them (`MinJobAge`).
+fn our_job_records(tmp: &Path) -> Vec<String> {
+    let out = Command::new("scontrol")
+        .args(["show", "job", "-o"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| field(l, "WorkDir=").is_some_and(|w| w.starts_with(&*tmp.to_string_lossy())))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What is left in the run's spool: its entries, and those of `arrays/`, which stays.
+fn spool_left(dir: &Path) -> Vec<PathBuf> {
+    let spool = dir.join("runs/search/slurm");
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|e| e.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let arrays = spool.join("arrays");
+    let mut left: Vec<PathBuf> = entries(&spool)
+        .into_iter()
+        .filter(|p| *p != arrays)
+        .collect();
+    left.extend(entries(&arrays));
+    left
+}
+
 fn scontrol(id: &str) -> String {
     let out = Command::new("scontrol")
         .args(["show", "job", "-o", id])
@@ -186,35 +223,29 @@ fn a_search_runs_every_trial_as_a_slurm_job() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = setup(tmp.path(), "true", 4);
     let out = run(&dir, tmp.path());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // --no-progress: no line about the queue either.
+    assert!(!stderr.contains("slurm:"), "{stderr}");
     let trials: i64 = db(&dir)
         .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
         .unwrap();
     // Every trial (and the smoke trial) was its own job, and the scheduler ran each one.
-    let spool = dir.join("runs/search/slurm");
-    let jobs: Vec<String> = std::fs::read_dir(&spool)
-        .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("job_id")).ok())
-        .collect();
+    let jobs = our_job_records(tmp.path());
     assert!(trials >= 8, "{trials}");
     assert!(
         jobs.len() as i64 > trials,
         "{} jobs for {trials} trials",
         jobs.len()
     );
-    for id in &jobs {
-        let out = Command::new("scontrol")
-            .args(["show", "job", "-o", id])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("JobState=COMPLETED"), "job {id}: {text}");
-        assert!(text.contains("JobName=hevo-"), "job {id}: {text}");
+    for text in &jobs {
+        assert!(text.contains("JobState=COMPLETED"), "{text}");
+        assert!(text.contains("JobName=hevo-"), "{text}");
+        // The harness's default limit (120 s), in whole minutes, plus one.
+        assert!(text.contains("TimeLimit=00:03:00"), "{text}");
     }
+    // Every outcome is read and recorded: no spool directory is left.
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -323,6 +354,8 @@ fn a_killed_hevo_reattaches_to_its_running_jobs_without_duplicates() {
     };
     assert!(statuses.len() >= 6, "{statuses:?}");
     assert!(statuses.iter().all(|s| s == "pass"), "{statuses:?}");
+    // The re-attached jobs' spool directories went once their outcomes were read.
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -351,41 +384,39 @@ fn launches_that_arrive_together_run_as_one_job_array() {
         )
         .unwrap();
     assert!(passed >= 16, "{passed}");
-    // Array elements: ids `A_i`, each COMPLETED in scontrol as element i of array A, which
-    // Slurm ran with the throttle asked for; no array is larger than array_max.
+    // Array elements: element i of array A, each COMPLETED in scontrol, which Slurm ran
+    // with the throttle asked for; no array is larger than array_max.
     let mut arrays: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for (id, _) in spooled(&dir) {
-        let Some((array, index)) = id.split_once('_') else {
+    for info in our_job_records(tmp.path()) {
+        let (Some(array), Some(index)) =
+            (field(&info, "ArrayJobId="), field(&info, "ArrayTaskId="))
+        else {
             continue;
         };
-        let info = scontrol(&id);
-        assert_eq!(field(&info, "JobState="), Some("COMPLETED"), "{id}: {info}");
-        assert_eq!(field(&info, "ArrayJobId="), Some(array), "{id}: {info}");
-        assert_eq!(field(&info, "ArrayTaskId="), Some(index), "{id}: {info}");
-        assert_eq!(
-            field(&info, "ArrayTaskThrottle="),
-            Some("2"),
-            "{id}: {info}"
-        );
+        assert_eq!(field(&info, "JobState="), Some("COMPLETED"), "{info}");
+        assert_eq!(field(&info, "ArrayTaskThrottle="), Some("2"), "{info}");
         assert!(
             field(&info, "JobName=").is_some_and(|n| n.starts_with("hevo-array-")),
-            "{id}: {info}"
+            "{info}"
         );
-        arrays.entry(array.to_string()).or_default().push(id);
+        arrays
+            .entry(array.to_string())
+            .or_default()
+            .push(index.to_string());
     }
     assert!(!arrays.is_empty(), "no launch ran as an array element");
     assert!(arrays.values().all(|e| e.len() <= 3), "{arrays:?}");
     assert!(arrays.values().any(|e| e.len() >= 2), "{arrays:?}");
-    let script = std::fs::read_dir(dir.join("runs/search/slurm/arrays"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("array.sh");
-    assert!(std::fs::read_to_string(script)
-        .unwrap()
-        .contains("SLURM_ARRAY_TASK_ID"));
+    // The array's script, as the controller keeps it, runs the element of its index.
+    let array = arrays.keys().next().unwrap();
+    let script = Command::new("scontrol")
+        .args(["write", "batch_script", array, "-"])
+        .output()
+        .unwrap();
+    let script = String::from_utf8_lossy(&script.stdout);
+    assert!(script.contains("SLURM_ARRAY_TASK_ID"), "{script}");
+    // Nothing of the arrays is left in the spool either.
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
 /// Waits until none of the test's jobs is queued or running.
@@ -720,5 +751,369 @@ fn a_job_reattached_after_a_restart_keeps_its_model_access() {
     assert!(
         calls >= trials,
         "{calls} trials with calls of {trials} trials"
+    );
+}
+
+#[test]
+fn an_sbatch_refusal_stops_the_run_without_retries() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // An option sbatch does not know: every submission is refused. The real sbatch is
+    // called through a shim that counts the calls.
+    let setup = Setup {
+        executor: "sbatch = [\"--bogus\"]".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 3, &setup);
+    let calls = tmp.path().join("sbatch-calls");
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let which = Command::new("which").arg("sbatch").output().unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        format!(
+            "#!/bin/sh\necho >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            String::from_utf8_lossy(&which.stdout).trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&sbatch, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = hevo()
+        .args(["run", "--json"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A user error naming sbatch's cause once, not "run the same command again to retry".
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the scheduler refused the job: sbatch failed: sbatch: unrecognized option '--bogus'"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("retrying cannot help"), "{stderr}");
+    assert!(!stderr.contains("the scheduler :"), "{stderr}");
+    assert!(!stderr.contains("to retry"), "{stderr}");
+    // No retries, and no more submissions once refused: at most one call per job slot
+    // (3 trials, 2 jobs; 9 calls with three attempts each). Nothing was recorded, so the
+    // fixed configuration runs every trial.
+    let n = std::fs::read_to_string(&calls).unwrap().lines().count();
+    assert!((1..=2).contains(&n), "{n} sbatch calls: {stderr}");
+    let trials: i64 = db(&dir)
+        .query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(trials, 0);
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
+}
+
+/// `hevo run` on `dir`, quiet, with `path` as its PATH when given.
+fn run_with_path(dir: &Path, tmp: &Path, path: Option<&Path>) -> std::process::Output {
+    let mut hevo = hevo();
+    hevo.args(["run", "--json", "--no-progress"])
+        .arg(dir)
+        .env("TMPDIR", tmp);
+    if let Some(path) = path {
+        hevo.env("PATH", path);
+    }
+    hevo.output().unwrap()
+}
+
+/// The line of `key = ` in `dir`'s hevo.toml (1-based).
+fn line_of(dir: &Path, key: &str) -> usize {
+    let text = std::fs::read_to_string(dir.join("hevo.toml")).unwrap();
+    text.lines()
+        .position(|l| l.starts_with(&format!("{key} = ")))
+        .unwrap()
+        + 1
+}
+
+/// An error of `hevo run` found before any work: exit code 2, naming `hevo.toml`, the line
+/// of `key` in `[executor]` and `says`; no run directory was made, so no job was submitted.
+fn assert_refused_at_start(dir: &Path, out: &std::process::Output, key: &str, says: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let at = format!("hevo.toml:{}: `executor.{key}`", line_of(dir, key));
+    assert!(stderr.contains(&at), "wanted {at}: {stderr}");
+    for s in says {
+        assert!(stderr.contains(s), "wanted {s}: {stderr}");
+    }
+    assert!(!dir.join("runs").exists(), "{stderr}");
+}
+
+#[test]
+fn a_partition_the_cluster_lacks_is_refused_before_any_work() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        executor: "partition = \"no-such-partition\"".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = run(&dir, tmp.path());
+    // The message lists the partitions sinfo lists here.
+    let sinfo = Command::new("sinfo")
+        .args(["-h", "-o", "%P"])
+        .output()
+        .unwrap();
+    let first = String::from_utf8_lossy(&sinfo.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .trim_end_matches('*')
+        .to_string();
+    assert_refused_at_start(
+        &dir,
+        &out,
+        "partition",
+        &["no partition `no-such-partition`", &first],
+    );
+}
+
+#[test]
+fn a_missing_slurm_command_is_refused_before_any_work() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // A PATH with every Slurm command hevo uses but sbatch.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for program in ["sinfo", "squeue", "scontrol", "scancel"] {
+        let which = Command::new("which").arg(program).output().unwrap();
+        let real = String::from_utf8_lossy(&which.stdout).trim().to_string();
+        std::os::unix::fs::symlink(real, bin.join(program)).unwrap();
+    }
+    let dir = setup(tmp.path(), "true", 1);
+    let out = run_with_path(&dir, tmp.path(), Some(&bin));
+    assert_refused_at_start(&dir, &out, "kind", &["`sbatch` is not on PATH"]);
+}
+
+#[test]
+fn an_array_max_above_the_clusters_max_array_size_is_refused() {
+    if !cluster() {
+        return;
+    }
+    let config = Command::new("scontrol")
+        .args(["show", "config"])
+        .output()
+        .unwrap();
+    let max: u32 = String::from_utf8_lossy(&config.stdout)
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "MaxArraySize").then(|| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        executor: format!("array_max = {}", max + 1),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = run(&dir, tmp.path());
+    assert_refused_at_start(
+        &dir,
+        &out,
+        "array_max",
+        &[&format!("MaxArraySize is {max}")],
+    );
+}
+
+#[test]
+fn an_sbatch_line_setting_an_option_hevo_sets_is_refused() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // hevo passes --time on sbatch's command line, which wins over this `#SBATCH --time=1`:
+    // the job would get hevo's limit without a word.
+    let setup = Setup {
+        executor: "sbatch = [\"--qos=normal\", \"--time=1\"]".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 1, &setup);
+    let out = run(&dir, tmp.path());
+    assert_refused_at_start(
+        &dir,
+        &out,
+        "sbatch",
+        &["has `--time=1`, which sets `--time`", "`timeout_s`"],
+    );
+}
+
+#[test]
+fn slurms_note_on_a_job_hevo_stopped_is_kept_in_the_stderr_trace() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Task v0's job outlives its 2 s limit: hevo's timer scancels it, and Slurm notes the
+    // cancellation in the job's own output, which is in the spool only until hevo reads
+    // the outcome.
+    let setup = Setup {
+        harness: "timeout_s = 2".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(
+        tmp.path(),
+        "if [ \"$input\" = '\"x0\"' ]; then sleep 60; fi",
+        2,
+        &setup,
+    );
+    let out = run(&dir, tmp.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (status, trace): (String, String) = db(&dir)
+        .query_row(
+            "SELECT t.status, t.trace_path FROM trials t JOIN candidates c ON c.id = t.candidate_id
+             WHERE t.task_id = 'v0' AND c.name = 'seed'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "timeout");
+    let trace = std::fs::read_to_string(format!("{trace}.stderr")).unwrap();
+    assert!(trace.contains("hevo: Slurm's output of job"), "{trace}");
+    assert!(trace.contains("CANCELLED"), "{trace}");
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn while_jobs_wait_in_the_queue_their_state_is_printed() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Held jobs wait in the queue (JobHeldUser) until the test releases them.
+    let setup = Setup {
+        executor: "sbatch = [\"--hold\"]".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 2, &setup);
+    let mut child = hevo()
+        .args(["run", "--json"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let reader = {
+        let lines = lines.clone();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                lines.lock().unwrap().push(line.unwrap());
+            }
+        })
+    };
+    let said = |what: &str| lines.lock().unwrap().iter().any(|l| l.contains(what));
+    // Before any trial ends: the submission, then the jobs' state, all of them pending.
+    for _ in 0..1200 {
+        if said("job(s) pending, 0 running") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !said("job(s) pending, 0 running") {
+        // Leave no hevo and no held job behind.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for id in our_jobs(tmp.path()) {
+            let _ = Command::new("scancel").arg(&id).output();
+        }
+    }
+    assert!(
+        said("hevo:   slurm: ") && said("job(s) submitted (job "),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    assert!(
+        said("job(s) pending, 0 running"),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    assert!(!said("trials, mean outcome"), "{:?}", lines.lock().unwrap());
+    // Release every job of the run (later batches are held too) until hevo ends.
+    let status = loop {
+        for id in our_jobs(tmp.path()) {
+            let _ = Command::new("scontrol").args(["release", &id]).output();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    reader.join().unwrap();
+    assert!(status.success(), "{:?}", lines.lock().unwrap());
+}
+
+#[test]
+fn a_jobs_wait_in_the_queue_does_not_count_against_its_time_limit() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Held jobs wait in the queue three times as long as the harness's 2 s limit, then run
+    // at once.
+    let setup = Setup {
+        executor: "sbatch = [\"--hold\"]".into(),
+        harness: "timeout_s = 2".into(),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "true", 2, &setup);
+    let mut child = hevo()
+        .args(["run", "--json", "--no-progress"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if !our_jobs(tmp.path()).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(6));
+    // Release every job of the run (later batches are held too) until hevo ends.
+    let status = loop {
+        for id in our_jobs(tmp.path()) {
+            let _ = Command::new("scontrol").args(["release", &id]).output();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    // Every trial passed on its first attempt: none was stopped as a timeout while queued.
+    let conn = db(&dir);
+    let mut st = conn
+        .prepare("SELECT task_id, status, attempts FROM trials")
+        .unwrap();
+    let rows: Vec<(String, String, i64)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert!(
+        rows.iter().all(|(_, s, a)| s == "pass" && *a == 1),
+        "{rows:?}"
     );
 }

@@ -169,6 +169,13 @@ pub enum EvalError {
         /// Where its output is.
         trace: PathBuf,
     },
+    /// The scheduler refused a job as configured; the batch stopped (its unfinished trials
+    /// are not recorded, so the same command runs them once the configuration is fixed).
+    #[error(
+        "{0}; retrying cannot help: fix the job options (`[executor]` in hevo.toml, \
+         docs/scale-out.md) and run the same command again"
+    )]
+    Refused(String),
     /// The run was cancelled; finished trials are stored and the same command resumes.
     #[error(
         "stopped by {reason} after {done} finished trial(s); run the same command again to resume"
@@ -192,6 +199,7 @@ impl EvalError {
                 | EvalError::NoTasks { .. }
                 | EvalError::Option(_)
                 | EvalError::Locked { .. }
+                | EvalError::Refused(_)
         ) || matches!(self, EvalError::Store(e) if e.is_user_error())
     }
 }

@@ -14,7 +14,9 @@
 //! evaluate(candidate, split, tasks, trials)
 //!     ├─ prepare (once per candidate, resumable by marker)
 //!     ├─ units without a finished row, longest first ─► run_pool ─► run_trial
-//!     │      └─ each result ─► writer thread ─► trials table (batched)
+//!     │      ├─ each result ─► writer thread ─► trials table (batched)
+//!     │      └─ a launch the scheduler refused as configured ─► no retry, no more units,
+//!     │                                                         EvalError::Refused
 //!     └─ report from the store
 //! ```
 
@@ -53,7 +55,8 @@ pub struct EvaluatorConfig {
     pub suite: Suite,
     /// Concurrent trials.
     pub jobs: usize,
-    /// How many times an `infra_error` attempt is retried.
+    /// How many times an `infra_error` attempt is retried (not one the scheduler refused
+    /// as configured: that stops the batch).
     pub retries: u32,
     /// Overrides every harness's per-trial time limit.
     pub timeout: Option<Duration>,
@@ -476,6 +479,7 @@ impl Evaluator {
             total,
             running: Mutex::new((0.0, 0)),
             task_keys: self.task_keys.clone(),
+            refused: Mutex::new(None),
         });
         let pool_ctx = ctx.clone();
         crate::rt::block_on(run_pool(
@@ -488,6 +492,7 @@ impl Evaluator {
             },
         ));
         let done = ctx.done.load(Ordering::SeqCst);
+        let refused = ctx.refused.lock().unwrap_or_else(|e| e.into_inner()).take();
         drop(ctx);
         let (store, written) = writer
             .join()
@@ -496,6 +501,9 @@ impl Evaluator {
         written?;
         if let Some(reason) = self.config.cancel.reason() {
             return Err(EvalError::Interrupted { done, reason });
+        }
+        if let Some(cause) = refused {
+            return Err(EvalError::Refused(cause));
         }
         Ok(done)
     }
@@ -520,6 +528,9 @@ struct Workers {
     total: usize,
     running: Mutex<(f64, usize)>,
     task_keys: Arc<HashMap<String, String>>,
+    /// The cause of the first launch the scheduler refused as configured: from then on no
+    /// unit starts, and none of the refused ones is recorded.
+    refused: Mutex<Option<String>>,
 }
 
 impl Workers {
@@ -530,6 +541,14 @@ impl Workers {
     }
 
     async fn run_unit(&self, task_idx: usize, trial_index: u32) {
+        if self
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return;
+        }
         let task = &self.tasks[task_idx];
         self.emit(ProgressEvent::TrialStarted {
             task_id: task.id.clone(),
@@ -557,6 +576,11 @@ impl Workers {
             };
             let r = run_trial(&*self.launcher, &self.scorer, &self.settings, req).await;
             if r.cancelled || self.cancel.is_cancelled() {
+                return;
+            }
+            if r.permanent {
+                let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+                refused.get_or_insert_with(|| r.error.clone().unwrap_or_default());
                 return;
             }
             if r.status == TrialStatus::InfraError && attempt <= self.retries {

@@ -170,11 +170,18 @@ pub enum LaunchError {
     },
     /// A cluster scheduler lost or refused the job (a node failure, a preemption, a job
     /// cancelled from outside, `sbatch` failing): an infrastructure fault, retried.
-    #[error("the scheduler {}: {reason}", job.as_deref().map(|j| format!("(job {j})")).unwrap_or_default())]
+    #[error("the scheduler{}: {reason}", job.as_deref().map(|j| format!(" (job {j})")).unwrap_or_default())]
     Scheduler {
         /// The job id, if one was assigned.
         job: Option<String>,
         /// What happened.
+        reason: String,
+    },
+    /// The scheduler refused the job as it is configured (an option, partition, account or
+    /// QOS it does not accept): no retry cures it, so the trial is not retried.
+    #[error("the scheduler refused the job: {reason}")]
+    Refused {
+        /// What the scheduler said.
         reason: String,
     },
     /// Waiting for the process or writing its output failed.
@@ -186,6 +193,13 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl LaunchError {
+    /// Whether retrying the same launch cannot help ([`LaunchError::Refused`]).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, LaunchError::Refused { .. })
+    }
 }
 
 /// A boxed future returned by [`Launcher::launch`].

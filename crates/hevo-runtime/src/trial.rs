@@ -140,6 +140,9 @@ pub struct TrialResult {
     pub cancelled: bool,
     /// What its model calls spent (zero without a gateway).
     pub usage: TrialUsage,
+    /// Whether it is an infrastructure fault no retry cures (the scheduler refused the job
+    /// as configured): the batch stops instead of retrying it.
+    pub permanent: bool,
 }
 
 impl TrialResult {
@@ -152,6 +155,7 @@ impl TrialResult {
             answer: None,
             cancelled: false,
             usage: TrialUsage::default(),
+            permanent: false,
         }
     }
 }
@@ -318,7 +322,12 @@ async fn run_trial_inner(
     };
     let out = match launched {
         Ok(out) => out,
-        Err(e) => return TrialResult::infra(e.to_string()),
+        Err(e) => {
+            return TrialResult {
+                permanent: e.is_permanent(),
+                ..TrialResult::infra(e.to_string())
+            }
+        }
     };
     // A working directory past its disk limit is not copied: the copy would hold as much
     // again, and the trial is a `harness_error` whose cause says what it held.
@@ -348,6 +357,7 @@ async fn run_trial_inner(
         answer: None,
         cancelled: false,
         usage,
+        permanent: false,
     };
     if usage.budget_exceeded {
         result.status = TrialStatus::BudgetExceeded;

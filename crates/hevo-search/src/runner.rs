@@ -192,6 +192,28 @@ pub(crate) fn progress_lines(
     (tx, handle)
 }
 
+/// Progress lines for `report` of what a Slurm executor's jobs do (`--no-progress`: none):
+/// how many the first sbatch of a batch submitted, then every 30 s, while any is queued or
+/// running, how many wait and run.
+pub fn queue_lines(report: ProgressFn) -> hevo_runtime::slurm::QueueReport {
+    use hevo_runtime::slurm::QueueNews;
+    Arc::new(move |news: &QueueNews| match news {
+        QueueNews::Submitted { jobs, id } => report(&format!(
+            "  slurm: {jobs} job(s) submitted (job {id}); their state every {} s while \
+             they wait or run",
+            hevo_runtime::slurm::QUEUE_NEWS_EVERY.as_secs()
+        )),
+        QueueNews::Waiting {
+            pending,
+            running,
+            elapsed,
+        } => report(&format!(
+            "  slurm: {pending} job(s) pending, {running} running, {} elapsed",
+            crate::run::clock(elapsed.as_secs_f64())
+        )),
+    })
+}
+
 /// What a [`LiveRunner`] is made from.
 #[derive(Clone)]
 pub struct RunnerSettings {

@@ -5,7 +5,9 @@
 //! of a quiet period waits [`WINDOW`] for others; then everything waiting is submitted, at
 //! most `array_max` elements per `sbatch --array=0-(n-1)[%throttle]` call. A lone launch is
 //! a plain job. Element `i` of array `A` is Slurm job `A_i`: it is polled, cancelled and
-//! re-attached to by that id like any job.
+//! re-attached to by that id like any job. The array's script (`<spool>/arrays/<name>.sh`,
+//! running each element's `job.sh`) is removed once sbatch has sent it to the controller;
+//! element `A_i`'s Slurm output is `<spool>/arrays/A_i.out` until hevo reads its outcome.
 //!
 //! ```text
 //! launch ─► pending ─┬─ first of a quiet period: wait WINDOW (or until array_max wait)
@@ -21,6 +23,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio::sync::{oneshot, Notify};
 
+use super::queue::Queue;
 use super::spool::Spool;
 use super::{script, slurm, SlurmOptions};
 use crate::launch::LaunchError;
@@ -42,14 +45,17 @@ pub(crate) struct Batcher {
     options: SlurmOptions,
     pending: Mutex<Vec<Pending>>,
     full: Notify,
+    /// Told of each submission.
+    queue: Arc<Queue>,
 }
 
 impl Batcher {
-    pub fn new(options: SlurmOptions) -> Batcher {
+    pub fn new(options: SlurmOptions, queue: Arc<Queue>) -> Batcher {
         Batcher {
             options,
             pending: Mutex::new(Vec::new()),
             full: Notify::new(),
+            queue,
         }
     }
 
@@ -111,12 +117,8 @@ impl Batcher {
                     }
                 }
                 Err(e) => {
-                    let reason = e.to_string();
                     for p in chunk {
-                        let _ = p.tx.send(Err(LaunchError::Scheduler {
-                            job: None,
-                            reason: reason.clone(),
-                        }));
+                        let _ = p.tx.send(Err(each(&e)));
                     }
                 }
             }
@@ -124,7 +126,8 @@ impl Batcher {
     }
 
     /// One `sbatch` for `chunk`: a plain job for one launch, an array for more. Records each
-    /// launch's id and job name in its spool.
+    /// launch's id and job name in its spool. Every option passed here is listed in
+    /// `owned.rs`, so `[executor] sbatch` cannot set it where it would be ignored.
     async fn sbatch(&self, chunk: &[Pending]) -> Result<Vec<String>, LaunchError> {
         let o = &self.options;
         let minutes = chunk.iter().map(|p| p.minutes).max().unwrap_or(1);
@@ -157,13 +160,13 @@ impl Batcher {
                 h.update(p.name.as_bytes());
             }
             let name = format!("hevo-array-{}", &hex::encode(h.finalize())[..12]);
-            let dir = o.spool.join("arrays").join(&name);
+            let dir = o.spool.join("arrays");
             std::fs::create_dir_all(&dir).map_err(|source| LaunchError::Io {
                 what: "creating the array directory",
                 source,
             })?;
             let elements: Vec<PathBuf> = chunk.iter().map(|p| p.spool.script()).collect();
-            let path = dir.join("array.sh");
+            let path = dir.join(format!("{name}.sh"));
             std::fs::write(&path, script::array(o, &elements)).map_err(|source| {
                 LaunchError::Io {
                     what: "writing the array script",
@@ -176,13 +179,19 @@ impl Batcher {
                 .unwrap_or_default();
             args.push(format!("--array=0-{}{throttle}", chunk.len() - 1));
             args.push(format!("--chdir={}", dir.display()));
-            args.push(format!("--output={}", dir.join("%a.out").display()));
+            // Element `A_i`'s output: `Spool::job_output`.
+            args.push(format!("--output={}", dir.join("%A_%a.out").display()));
             (name, path)
         };
         args.push(format!("--job-name={name}"));
         args.push(script_path.to_string_lossy().into_owned());
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = slurm(&argv, "sbatch").await?;
+        let out = slurm(&argv, "sbatch").await;
+        if chunk.len() > 1 {
+            // sbatch sent the array's script to the controller, which keeps it.
+            let _ = std::fs::remove_file(&script_path);
+        }
+        let out = out?;
         let id = out.trim().split(';').next().unwrap_or("").to_string();
         if id.is_empty() {
             return Err(LaunchError::Scheduler {
@@ -191,13 +200,87 @@ impl Batcher {
             });
         }
         let ids: Vec<String> = if chunk.len() == 1 {
-            vec![id]
+            vec![id.clone()]
         } else {
             (0..chunk.len()).map(|i| format!("{id}_{i}")).collect()
         };
         for (p, id) in chunk.iter().zip(&ids) {
             p.spool.set_job(id, &name);
         }
+        self.queue.submitted(ids.len(), &id);
         Ok(ids)
+    }
+}
+
+/// What `sbatch` says when it refuses a job for its options (partition, account, QOS,
+/// array, resources the cluster does not have): submitting it again cannot succeed.
+const REFUSALS: [&str; 11] = [
+    "unrecognized option",
+    "invalid option",
+    "invalid partition",
+    "invalid account",
+    "invalid qos",
+    "invalid job array specification",
+    "invalid generic resource",
+    "invalid feature specification",
+    "invalid wckey",
+    "requested node configuration is not available",
+    "access/permission denied",
+];
+
+/// Whether a failed `sbatch` (its exit code and stderr) refused the job for how it is
+/// configured, rather than failing for a while (a controller that does not answer, a
+/// timeout): exit code 255 (sbatch's own check of its options, e.g. `Invalid --time
+/// specification`) or one of [`REFUSALS`].
+pub(crate) fn refused(code: Option<i32>, stderr: &str) -> bool {
+    let stderr = stderr.to_lowercase();
+    code == Some(255) || REFUSALS.iter().any(|r| stderr.contains(r))
+}
+
+/// The error of one `sbatch` call, for one launch of its chunk: a scheduler error or
+/// refusal as it is (wrapping its text again would say "the scheduler" twice), anything
+/// else as its text.
+fn each(e: &LaunchError) -> LaunchError {
+    match e {
+        LaunchError::Refused { reason } => LaunchError::Refused {
+            reason: reason.clone(),
+        },
+        LaunchError::Scheduler { job, reason } => LaunchError::Scheduler {
+            job: job.clone(),
+            reason: reason.clone(),
+        },
+        other => LaunchError::Scheduler {
+            job: None,
+            reason: other.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_told_from_passing_failures() {
+        let partition = "sbatch: error: invalid partition specified: gpu\n\
+                         sbatch: error: Batch job submission failed: Invalid partition name specified";
+        assert!(refused(Some(1), partition));
+        assert!(refused(
+            Some(255),
+            "sbatch: error: Invalid --time specification"
+        ));
+        assert!(refused(
+            Some(1),
+            "sbatch: error: Batch job submission failed: Invalid qos specification"
+        ));
+        assert!(!refused(
+            Some(1),
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller \
+             (connect failure)"
+        ));
+        assert!(!refused(
+            Some(1),
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+        ));
     }
 }

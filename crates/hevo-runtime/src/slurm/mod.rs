@@ -12,11 +12,19 @@
 //!     ├─ its exit marker there (the job ended while hevo was down)     ─► read back
 //!     └─ else write job.sh, stdin ─► batcher ─► sbatch [--array] ─► job id (`A` or `A_i`)
 //! poll `scontrol show job` ─► COMPLETED/FAILED ─► Exit::Code / Exit::Signal (the marker's)
-//!                          ─► TIMEOUT (or hevo's own timer, then scancel) ─► Exit::TimedOut
+//!                          ─► TIMEOUT (or hevo's own timer, from when the job is first seen
+//!                             running, then scancel) ─► Exit::TimedOut
 //!                          ─► cancelled by hevo (its token) ─► scancel ─► Exit::Cancelled
 //!                          ─► NODE_FAIL, PREEMPTED, BOOT_FAIL, cancelled from outside
 //!                             ─► LaunchError::Scheduler (an infra fault: the trial is retried)
+//! sbatch refuses the job as configured (batch.rs) ─► LaunchError::Refused (no retry)
 //! ```
+//!
+//! What the jobs do (submitted, pending, running) is told to a reporter while they wait
+//! (`queue.rs`), from the same polls.
+//!
+//! Before any work, [`Cluster::probe`] checks that the Slurm commands are here and reads
+//! the partitions and `MaxArraySize` the configuration is checked against (`cluster.rs`).
 //!
 //! Resume: a launch's spool directory is named by a hash of its trace path, the same for
 //! the same (candidate, task, trial) in the same run directory, so a restarted hevo finds
@@ -24,9 +32,13 @@
 //! directory; when it has ended, that directory replaces the new trial's (empty) one, so
 //! command scorers see what the job left there. Until hevo has read a job's outcome its
 //! working directory is reported by [`Launcher::reserved_workdirs`] and kept by the
-//! start-up cleaning.
+//! start-up cleaning. Once hevo has read a job's outcome (or its submission failed), its
+//! spool directory is removed: only the launches whose outcome is unread keep one.
 
 mod batch;
+mod cluster;
+mod owned;
+mod queue;
 mod script;
 mod spool;
 
@@ -39,6 +51,10 @@ use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
 use batch::Batcher;
+pub use cluster::{Cluster, ProbeError};
+pub use owned::hevo_sets;
+use queue::Queue;
+pub use queue::{QueueNews, QueueReport, EVERY as QUEUE_NEWS_EVERY};
 use spool::{Finished, Spool};
 
 use crate::cancel::Cancel;
@@ -57,7 +73,8 @@ pub struct SlurmOptions {
     pub cpus: Option<u32>,
     /// `--mem` in megabytes.
     pub mem_mb: Option<u64>,
-    /// Extra `#SBATCH` lines, written as given (e.g. `--qos=short`).
+    /// Extra `#SBATCH` lines, written as given (e.g. `--qos=short`); none may set an option
+    /// hevo sets itself ([`hevo_sets`]).
     pub extra: Vec<String>,
     /// A command the job's command is wrapped in (e.g. `["apptainer", "exec", "img.sif"]`).
     pub wrapper: Vec<String>,
@@ -76,6 +93,7 @@ pub struct SlurmOptions {
 pub struct SlurmLauncher {
     options: SlurmOptions,
     batcher: Arc<Batcher>,
+    queue: Arc<Queue>,
 }
 
 impl std::fmt::Debug for SlurmLauncher {
@@ -88,25 +106,18 @@ impl std::fmt::Debug for SlurmLauncher {
 
 impl SlurmLauncher {
     /// A launcher submitting with `options` (a zero `poll` becomes 500 ms, a zero
-    /// `array_max` 1).
-    pub fn new(mut options: SlurmOptions) -> SlurmLauncher {
+    /// `array_max` 1), telling `report` what its jobs do (`queue.rs`), if given.
+    pub fn new(mut options: SlurmOptions, report: Option<QueueReport>) -> SlurmLauncher {
         if options.poll.is_zero() {
             options.poll = Duration::from_millis(500);
         }
         options.array_max = options.array_max.max(1);
+        let queue = Arc::new(Queue::new(report));
         SlurmLauncher {
-            batcher: Arc::new(Batcher::new(options.clone())),
+            batcher: Arc::new(Batcher::new(options.clone(), Arc::clone(&queue))),
             options,
+            queue,
         }
-    }
-
-    /// Whether a Slurm controller answers here (`sinfo` runs and lists a partition).
-    pub fn available() -> bool {
-        std::process::Command::new("sinfo")
-            .args(["-h", "-o", "%P"])
-            .output()
-            .map(|o| o.status.success() && !o.stdout.is_empty())
-            .unwrap_or(false)
     }
 }
 
@@ -146,13 +157,17 @@ async fn slurm(args: &[&str], what: &'static str) -> Result<String, LaunchError>
             source,
         })?;
     if !out.status.success() {
-        return Err(LaunchError::Scheduler {
-            job: None,
-            reason: format!(
-                "{what} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // `scontrol show job` says "Job 12_3 not found" on stdout.
+        let said = match stderr.trim() {
+            "" => String::from_utf8_lossy(&out.stdout),
+            _ => stderr.clone(),
+        };
+        let reason = format!("{what} failed: {}", said.trim());
+        if what == "sbatch" && batch::refused(out.status.code(), &stderr) {
+            return Err(LaunchError::Refused { reason });
+        }
+        return Err(LaunchError::Scheduler { job: None, reason });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -286,8 +301,31 @@ fn adopt_workdir(spool: &Spool, spec: &LaunchSpec) {
     }
 }
 
-/// The outcome of a launch whose job has ended: its outputs capped, its working directory
-/// adopted, its spool entry read (a retry submits anew).
+/// Appends what Slurm wrote of the job itself (a failed `cd`, a cancellation notice), if
+/// anything, to the stderr trace: its spool goes, and the trace is where a user looks.
+fn keep_job_output(spool: &Spool, spec: &LaunchSpec, id: &str) {
+    let (Some(out), Some(stderr)) = (spool.job_output(), &spec.stderr_path) else {
+        return;
+    };
+    let Ok(text) = std::fs::read(out) else { return };
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let note = format!("\nhevo: Slurm's output of job {id} (its script, not the command):\n");
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stderr)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(note.as_bytes())?;
+            f.write_all(&text)
+        });
+}
+
+/// The outcome of a launch whose job has ended: its working directory adopted, Slurm's
+/// output of the job kept in the stderr trace, its outputs capped, its spool directory
+/// removed (a retry submits anew).
 fn finish(
     spool: &Spool,
     spec: &LaunchSpec,
@@ -296,7 +334,8 @@ fn finish(
     id: &str,
 ) -> ProcessOutcome {
     adopt_workdir(spool, spec);
-    spool.consume();
+    keep_job_output(spool, spec, id);
+    spool.remove();
     let (stdout, stdout_tail) =
         finish_output(spec.stdout_path.as_ref(), spec.output_cap, spec.tail_bytes);
     let (stderr, _) = finish_output(spec.stderr_path.as_ref(), spec.output_cap, 0);
@@ -322,7 +361,7 @@ async fn run_job(
     let options = &launcher.options;
     let name = job_name(&spec);
     let spool = Spool::new(&options.spool, &name);
-    let start = Instant::now();
+    let tracked = launcher.queue.track(&name);
     let id = match alive_job(&spool, &name).await {
         Some(id) => id,
         None => match spool.finished() {
@@ -331,31 +370,48 @@ async fn run_job(
                 let id = spool.job().map(|(id, _)| id).unwrap_or_default();
                 return Ok(finish(&spool, &spec, exit, wall, &id));
             }
-            None => submit(launcher, &spec, &name, &spool).await?,
+            None => match submit(launcher, &spec, &name, &spool).await {
+                Ok(id) => id,
+                Err(e) => {
+                    // No job: nothing to resume (the retry, if any, writes it again).
+                    spool.remove();
+                    return Err(e);
+                }
+            },
         },
     };
     let cancel: Cancel = spec.cancel.clone();
     let mut forced: Option<Exit> = None;
+    // When the job was first seen running: its time limit counts from there, not from its
+    // wait in the queue.
+    let mut running_since: Option<Instant> = None;
     let info = loop {
+        let ended = |state: &str| JobInfo {
+            state: state.into(),
+            name: String::new(),
+            code: 0,
+            sig: 0,
+        };
         let info = match job_state(&id).await {
             Ok(info) => info,
             // Slurm forgets ended jobs after a while (MinJobAge); the marker remains.
-            Err(_) if spool.finished().is_some() => JobInfo {
-                state: "COMPLETED".into(),
-                name: String::new(),
-                code: 0,
-                sig: 0,
-            },
+            Err(_) if spool.finished().is_some() => ended("COMPLETED"),
+            // An array element hevo cancelled while it waited is forgotten at once.
+            Err(_) if forced.is_some() => ended("CANCELLED"),
             Err(e) => return Err(e),
         };
         if terminal(&info.state) {
             break info;
         }
+        tracked.set(&info.state);
+        if running_since.is_none() && !queue::waiting(&info.state) {
+            running_since = Some(Instant::now());
+        }
         if forced.is_none() {
             if cancel.is_cancelled() {
                 forced = Some(Exit::Cancelled);
                 scancel(&id).await;
-            } else if start.elapsed() > spec.timeout {
+            } else if running_since.is_some_and(|t| t.elapsed() > spec.timeout) {
                 forced = Some(Exit::TimedOut);
                 scancel(&id).await;
             }
@@ -366,6 +422,11 @@ async fn run_job(
         }
     };
     let marker = spool.finished();
+    let wall = match (marker, running_since) {
+        (Some(m), _) => m.wall,
+        (None, Some(t)) => t.elapsed(),
+        (None, None) => Duration::ZERO,
+    };
     let exit = match (forced, info.state.as_str(), marker) {
         (Some(f), _, _) => f,
         (None, "COMPLETED" | "FAILED", Some(m)) => m.exit,
@@ -376,14 +437,14 @@ async fn run_job(
         (None, "OUT_OF_MEMORY", _) => Exit::Signal(9),
         (None, other, _) => {
             // Cancelled from outside, a node failure, a preemption: not the harness's fault.
-            spool.consume();
+            spool.remove();
             return Err(LaunchError::Scheduler {
                 job: Some(id),
                 reason: format!("the job ended as {other}"),
             });
         }
     };
-    Ok(finish(&spool, &spec, exit, start.elapsed(), &id))
+    Ok(finish(&spool, &spec, exit, wall, &id))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! A launch's spool directory, `<spool>/<job name>/`: what a job needs (its script and
 //! stdin) and what outlives hevo (the job's id and name, its working directory, and the exit
 //! marker the job writes when its command ends), so a restarted hevo can re-attach to the
-//! job or read back its result instead of submitting it again.
+//! job or read back its result instead of submitting it again. Once hevo has read the
+//! job's outcome none of it is needed: the directory is removed ([`Spool::remove`]).
 //!
 //! ```text
 //! <spool>/<name>/job.sh     the job's script (see script.rs)
@@ -10,6 +11,8 @@
 //!               /job_name   the Slurm job name (an array's name for an element)
 //!               /cwd        the working directory, until hevo has read the outcome
 //!               /exit       `<code> <start ms> <end ms>`, written by the job at the end
+//!               /slurm.out  Slurm's output of a plain job (its script's own messages)
+//! <spool>/arrays/<A>_<i>.out  the same of array element `A_i`
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -69,7 +72,7 @@ impl Spool {
         let _ = std::fs::write(self.dir.join("job_id"), id);
     }
 
-    /// The working directory the job runs in (until [`Spool::consume`]).
+    /// The working directory the job runs in (until [`Spool::remove`]).
     pub fn cwd(&self) -> Option<PathBuf> {
         std::fs::read_to_string(self.dir.join("cwd"))
             .ok()
@@ -96,11 +99,26 @@ impl Spool {
         Some(Finished { exit, wall })
     }
 
-    /// Forgets the outcome once hevo has it (the marker and the working directory), so a
-    /// retry of the same launch submits a new job.
-    pub fn consume(&self) {
-        let _ = std::fs::remove_file(self.exit());
-        let _ = std::fs::remove_file(self.dir.join("cwd"));
+    /// Where Slurm writes the job's own output (what its script says besides the command,
+    /// e.g. a `cd` that failed, and Slurm's notes such as a cancellation): `slurm.out` of a
+    /// plain job, `<spool>/arrays/<A>_<i>.out` of array element `A_i` (`batch.rs`).
+    pub fn job_output(&self) -> Option<PathBuf> {
+        let (id, _) = self.job()?;
+        if id.contains('_') {
+            Some(self.dir.parent()?.join("arrays").join(format!("{id}.out")))
+        } else {
+            Some(self.dir.join("slurm.out"))
+        }
+    }
+
+    /// Removes the directory (and an array element's output) once hevo has the outcome, or
+    /// the submission failed: nothing in it is needed any more, and a retry of the same
+    /// launch submits a new job.
+    pub fn remove(&self) {
+        if let Some(out) = self.job_output() {
+            let _ = std::fs::remove_file(out);
+        }
+        let _ = crate::remove::remove_tree(&self.dir);
     }
 }
 
@@ -121,7 +139,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_marker_gives_code_signal_and_wall_and_is_read_once() {
+    fn the_marker_gives_code_signal_and_wall_and_is_gone_once_read() {
         let root = tempfile::tempdir().unwrap();
         let s = Spool::new(root.path(), "hevo-x");
         std::fs::create_dir_all(&s.dir).unwrap();
@@ -139,8 +157,28 @@ mod tests {
         );
         std::fs::write(s.exit(), "137 1000 1000\n").unwrap();
         assert_eq!(s.finished().unwrap().exit, Exit::Signal(9));
-        s.consume();
+        s.remove();
         assert_eq!(s.finished(), None);
         assert!(unread_workdirs(root.path()).is_empty());
+        assert!(!s.dir.exists());
+    }
+
+    #[test]
+    fn an_array_elements_output_is_beside_the_array_and_removed_with_it() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = Spool::new(root.path(), "hevo-p");
+        let element = Spool::new(root.path(), "hevo-e");
+        for s in [&plain, &element] {
+            std::fs::create_dir_all(&s.dir).unwrap();
+        }
+        plain.set_job("12", "hevo-p");
+        element.set_job("13_4", "hevo-array-x");
+        assert_eq!(plain.job_output(), Some(plain.dir.join("slurm.out")));
+        let out = root.path().join("arrays/13_4.out");
+        assert_eq!(element.job_output(), Some(out.clone()));
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        std::fs::write(&out, "x").unwrap();
+        element.remove();
+        assert!(!out.exists() && !element.dir.exists());
     }
 }

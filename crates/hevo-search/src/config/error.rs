@@ -55,6 +55,13 @@ impl ConfigError {
         }
     }
 
+    /// An out-of-range `key` of `path`, with its line read from the file: for checks made
+    /// after loading (the folders it names, the cluster it submits to).
+    pub fn invalid_at_line(path: &std::path::Path, key: &str, problem: String) -> Self {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        ConfigError::invalid(path, key, problem).located(&text)
+    }
+
     /// The error with the line of its key in `text` (the file's contents), when found.
     pub fn located(self, text: &str) -> Self {
         match self {

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::ConfigError;
+
 /// `[executor]`: where trials run (`docs/scale-out.md`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -38,14 +40,16 @@ pub struct ExecutorConfig {
     /// the largest file it may write anywhere (default 10240; hevo kills a trial past it).
     #[serde(default)]
     pub disk_mb: Option<u64>,
-    /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`.
+    /// Extra `#SBATCH` lines, e.g. `["--qos=short"]`; an option hevo sets itself (`--time`,
+    /// `--cpus-per-task`, ...: `hevo_runtime::slurm::hevo_sets`) is refused.
     #[serde(default)]
     pub sbatch: Vec<String>,
     /// A command each job's command runs inside, e.g. `["apptainer", "exec", "img.sif"]`.
     #[serde(default)]
     pub wrapper: Vec<String>,
     /// The most launches submitted together as one job array (`sbatch --array`); 1 submits
-    /// every launch as its own job. Default 100.
+    /// every launch as its own job. Default 100, or the cluster's `MaxArraySize` when lower;
+    /// more than `MaxArraySize` is refused at start.
     #[serde(default)]
     pub array_max: Option<u32>,
     /// How many elements of one array may run at once (`--array=...%N`); default no limit.
@@ -66,38 +70,37 @@ impl ExecutorConfig {
     }
 
     /// The launcher every trial-side process of a run in `run_dir` goes through. A Slurm
-    /// executor spools its job scripts in `run_dir/slurm/` (the run directory must be on a
-    /// filesystem the compute nodes share).
+    /// executor is first checked against the cluster (`cluster.rs`; errors name a line of
+    /// `file`), spools its job scripts in `run_dir/slurm/` (the run directory must be on a
+    /// filesystem the compute nodes share) and tells `queue` what its jobs do, if given.
     pub fn launcher(
         &self,
         run_dir: &Path,
-    ) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, String> {
+        file: &Path,
+        queue: Option<hevo_runtime::slurm::QueueReport>,
+    ) -> Result<std::sync::Arc<dyn hevo_runtime::launch::Launcher>, ConfigError> {
         use hevo_runtime::slurm::{SlurmLauncher, SlurmOptions};
         Ok(match self.kind {
             ExecutorKind::Local => {
                 std::sync::Arc::new(hevo_runtime::launch::LocalLauncher::default())
             }
             ExecutorKind::Slurm => {
-                if !SlurmLauncher::available() {
-                    return Err(
-                        "`[executor] kind = \"slurm\"` but no Slurm controller answers \
-                                (`sinfo` failed or lists no partition): start the cluster, put \
-                                its commands on PATH, or use `kind = \"local\"`"
-                            .into(),
-                    );
-                }
-                std::sync::Arc::new(SlurmLauncher::new(SlurmOptions {
-                    partition: self.partition.clone(),
-                    account: self.account.clone(),
-                    cpus: self.cpus,
-                    mem_mb: self.mem_mb,
-                    extra: self.sbatch.clone(),
-                    wrapper: self.wrapper.clone(),
-                    spool: run_dir.join("slurm"),
-                    poll: std::time::Duration::from_millis(500),
-                    array_max: self.array_max.unwrap_or(100),
-                    array_throttle: self.array_throttle,
-                }))
+                let array_max = self.check_cluster(file)?;
+                std::sync::Arc::new(SlurmLauncher::new(
+                    SlurmOptions {
+                        partition: self.partition.clone(),
+                        account: self.account.clone(),
+                        cpus: self.cpus,
+                        mem_mb: self.mem_mb,
+                        extra: self.sbatch.clone(),
+                        wrapper: self.wrapper.clone(),
+                        spool: run_dir.join("slurm"),
+                        poll: std::time::Duration::from_millis(500),
+                        array_max,
+                        array_throttle: self.array_throttle,
+                    },
+                    queue,
+                ))
             }
         })
     }

@@ -8,8 +8,10 @@
 //! loading; `validate.rs` the checks of every value; `paths.rs` those of the seed and
 //! suite folders (run before a search starts); `error.rs` [`ConfigError`]; the
 //! sections live in `proposer.rs`, `search.rs` (`[search]`, `[budget]`), `evaluation.rs`,
-//! `objective.rs` (`[objective]`, `[harnesspro]`), `executor.rs` and `gateway.rs`.
+//! `objective.rs` (`[objective]`, `[harnesspro]`), `executor.rs` (with `cluster.rs`, its
+//! checks against the Slurm cluster at start) and `gateway.rs`.
 
+mod cluster;
 mod error;
 mod evaluation;
 mod executor;

@@ -17,7 +17,7 @@ impl RunConfig {
                 Some(absent(&dir))
             };
             if let Some(missing) = missing {
-                return Err(located(
+                return Err(ConfigError::invalid_at_line(
                     file,
                     "seeds",
                     format!(
@@ -42,7 +42,7 @@ impl RunConfig {
             Some(_) => " (`setup` ran and did not make it)",
             None => "",
         };
-        Err(located(
+        Err(ConfigError::invalid_at_line(
             file,
             "suite",
             format!(
@@ -63,10 +63,4 @@ fn absent(path: &Path) -> &'static str {
     } else {
         "does not exist"
     }
-}
-
-/// The error for `key` of `file`, with the key's line read from the file.
-fn located(file: &Path, key: &str, problem: String) -> ConfigError {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    ConfigError::invalid(file, key, problem).located(&text)
 }

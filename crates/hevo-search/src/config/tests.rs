@@ -100,6 +100,11 @@ fn bad_values_name_the_key_and_the_fix() {
         ("[executor]\nio_mbps = 0", "executor.io_mbps"),
         ("[executor]\ndisk_mb = 0", "executor.disk_mb"),
         ("[executor]\nmem_mb = 8", "executor.mem_mb"),
+        ("[executor]\narray_max = 0", "`executor.array_max` is 0"),
+        (
+            "[executor]\nsbatch = [\"--qos=x\", \"-t 5\"]",
+            "hevo.toml:4: `executor.sbatch` has `-t 5`, which sets `--time`",
+        ),
         ("[executor]\npids = -1", "hevo.toml:4:8"),
         ("[budget]\nmax_evaluations = 0", "budget.max_evaluations"),
         ("[budget]\nmax_wall_s = 0", "budget.max_wall_s"),

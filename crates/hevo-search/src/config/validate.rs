@@ -172,12 +172,11 @@ impl RunConfig {
                 ));
             }
         }
-        if self.executor.array_max == Some(0) || self.executor.array_max > Some(100_000) {
+        // Its upper bound is the cluster's MaxArraySize, checked at start (cluster.rs).
+        if self.executor.array_max == Some(0) {
             return Err(bad(
                 "executor.array_max",
-                "is out of range: use 1 (no arrays) up to the cluster's MaxArraySize - 1 \
-                 (Slurm's default allows 1000)"
-                    .into(),
+                "is 0: use 1 (no arrays) up to the cluster's MaxArraySize".into(),
             ));
         }
         for (key, v) in [
@@ -201,6 +200,18 @@ impl RunConfig {
                 "executor.mem_mb",
                 "is below 16 MB, too little for any interpreter to start: use e.g. 2048".into(),
             ));
+        }
+        for entry in &self.executor.sbatch {
+            if let Some((option, instead)) = hevo_runtime::slurm::hevo_sets(entry) {
+                return Err(bad(
+                    "executor.sbatch",
+                    format!(
+                        "has `{entry}`, which sets `{option}`: hevo sets `{option}` itself on \
+                         sbatch's command line, where it wins over `#SBATCH` lines; remove it \
+                         (what sets it: {instead})"
+                    ),
+                ));
+            }
         }
         if self.executor.array_throttle == Some(0) {
             return Err(bad(
