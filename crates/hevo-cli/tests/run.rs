@@ -604,17 +604,12 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
         c
     };
     let child = run().spawn().unwrap();
-    let start = std::time::Instant::now();
-    while !mark.exists() && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(mark.exists(), "the smoke trial never started");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+    let out = signal_once(
+        child,
+        &mark,
         nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+        "the smoke trial never started",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     assert!(!stderr.contains("rejected"), "{stderr}");
@@ -654,20 +649,32 @@ fn a_finalize_stopped_by_a_signal_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while !mark.exists() && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(mark.exists(), "no test trial started");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+    let out = signal_once(
+        child,
+        &mark,
         nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+        "no test trial started",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("stopped by SIGINT"), "{stderr}");
     assert!(stderr.contains("run the same command again"), "{stderr}");
     assert!(!stderr.contains("error:"), "{stderr}");
+}
+
+/// Waits (at most two minutes) until `mark` exists, then sends `signal` to `child` and
+/// returns its output; `what` says what never happened when `mark` never appears.
+fn signal_once(
+    child: std::process::Child,
+    mark: &Path,
+    signal: nix::sys::signal::Signal,
+    what: &str,
+) -> std::process::Output {
+    let start = std::time::Instant::now();
+    while !mark.exists() && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(mark.exists(), "{what}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    child.wait_with_output().unwrap()
 }

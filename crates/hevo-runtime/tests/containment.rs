@@ -646,20 +646,11 @@ fn a_timed_out_harness_gets_sigterm_and_its_grace_period_sandboxed_too() {
     for (name, launcher) in launchers {
         let d = tempfile::tempdir().unwrap();
         let spec = hevo_runtime::launch::LaunchSpec {
-            argv: vec!["python3".into(), "-c".into(), code.into()],
-            cwd: d.path().to_path_buf(),
-            env: hevo_runtime::launch::base_env(d.path()),
-            stdin: Vec::new(),
             timeout: Duration::from_secs(2),
             // Long: a harness that never saw SIGTERM would still be SIGKILLed only after it,
             // but then would not have printed `graceful`.
             grace: Duration::from_secs(30),
-            stdout_path: None,
-            stderr_path: None,
-            output_cap: 1 << 20,
-            tail_bytes: 4096,
-            cancel: hevo_runtime::cancel::Cancel::new(),
-            access: Default::default(),
+            ..python_spec(code, d.path())
         };
         let rt = tokio::runtime::Runtime::new().unwrap();
         let out = rt.block_on(launcher.launch(spec)).unwrap();
@@ -980,22 +971,12 @@ fn an_agents_private_tmp_holds_no_more_than_the_tmpfs_size() {
                 f.write(b'x' * (1 << 20)); f.flush(); n += 1\nexcept OSError:\n    pass\n\
                 print(n)\n";
     let spec = hevo_runtime::launch::LaunchSpec {
-        argv: vec!["python3".into(), "-c".into(), code.into()],
-        cwd: d.path().to_path_buf(),
-        env: hevo_runtime::launch::base_env(d.path()),
-        stdin: Vec::new(),
-        timeout: Duration::from_secs(60),
-        grace: Duration::from_millis(300),
-        stdout_path: None,
-        stderr_path: None,
-        output_cap: 1 << 20,
-        tail_bytes: 4096,
-        cancel: hevo_runtime::cancel::Cancel::new(),
         access: hevo_runtime::launch::Access {
             cwd_read_only: true,
             private_tmp: true,
             ..Default::default()
         },
+        ..python_spec(code, d.path())
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let out = rt.block_on(sandbox.launch(spec)).unwrap();
@@ -1004,4 +985,23 @@ fn an_agents_private_tmp_holds_no_more_than_the_tmpfs_size() {
         .parse()
         .unwrap();
     assert_eq!(mb, hevo_runtime::sandbox::TMPFS_MB, "MB written to /tmp");
+}
+
+/// A launch of `python3 -c code` in `cwd`: a cleared environment, no stdin, a minute's
+/// time limit, its stdout's tail kept.
+fn python_spec(code: &str, cwd: &Path) -> hevo_runtime::launch::LaunchSpec {
+    hevo_runtime::launch::LaunchSpec {
+        argv: vec!["python3".into(), "-c".into(), code.into()],
+        cwd: cwd.to_path_buf(),
+        env: hevo_runtime::launch::base_env(cwd),
+        stdin: Vec::new(),
+        timeout: Duration::from_secs(60),
+        grace: Duration::from_millis(300),
+        stdout_path: None,
+        stderr_path: None,
+        output_cap: 1 << 20,
+        tail_bytes: 4096,
+        cancel: hevo_runtime::cancel::Cancel::new(),
+        access: Default::default(),
+    }
 }
