@@ -111,6 +111,8 @@ impl ScorerConfig {
                         problems.push(format!(
                             "[scorer] `tests` folder `{t}` does not exist in the suite directory"
                         ));
+                    } else {
+                        problems.extend(unrunnable_tests(&folder));
                     }
                 }
                 check_timeout(*timeout_s, &mut problems);
@@ -405,6 +407,60 @@ fn test_scripts(dir: &Path, task_id: &str) -> Result<Vec<Vec<String>>, ScoreErro
     Ok(files.iter().map(|p| test_argv(p)).collect())
 }
 
+/// Why test scripts under `folder` (directly, or in a task's subfolder) cannot run: one
+/// run directly (neither `.sh` nor `.py`) that is not executable, or executable without a
+/// `#!` line or a binary's header. Run, such a test could not start, and counted as a
+/// failed test on every task (sandboxed, its start failure looked like its exit).
+fn unrunnable_tests(folder: &Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    // As the lock: dot-files and byte-code caches are neither tests nor checked.
+    let visible = |p: &Path| {
+        !p.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with('.') || n == "__pycache__"
+        })
+    };
+    let entries = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| visible(p))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut scripts = Vec::new();
+    for p in entries(folder) {
+        if p.is_dir() {
+            scripts.extend(entries(&p).into_iter().filter(|q| q.is_file()));
+        } else if p.is_file() {
+            scripts.push(p);
+        }
+    }
+    let mut problems = Vec::new();
+    for script in scripts.iter().filter(|p| test_argv(p).len() == 1) {
+        let mode = std::fs::metadata(script).map_or(0, |m| m.permissions().mode());
+        let mut head = [0u8; 4];
+        let read = std::fs::File::open(script)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(0);
+        let starts = read >= 2 && (head.starts_with(b"#!") || head == *b"\x7fELF");
+        let why = if mode & 0o111 == 0 {
+            "is not executable (neither `.sh` nor `.py`, so it is run directly): `chmod +x` it \
+             or name it `.sh` or `.py`"
+        } else if !starts {
+            "has no `#!` line, so it cannot be run directly: add one (`#!/bin/sh`) or name it \
+             `.sh` or `.py`"
+        } else {
+            continue;
+        };
+        problems.push(format!("[scorer] test `{}` {why}", script.display()));
+    }
+    problems
+}
+
 /// Reads a score from a program's output: the last non-empty line, a number or
 /// `{"score": x}`, which must lie in `[0, 1]`.
 pub fn parse_score(tail: &[u8]) -> Result<f64, String> {
@@ -545,6 +601,36 @@ mod tests {
         let problems = c.validate(Path::new("/"));
         assert!(
             problems.len() == 1 && problems[0].contains("`no-such-binary-xyz` not found"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn tests_that_cannot_start_are_refused_at_load() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let t1 = d.path().join("tests/t1");
+        std::fs::create_dir_all(&t1).unwrap();
+        let write = |name: &str, text: &str, mode: u32| {
+            let p = t1.join(name);
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        write("test_ok.sh", "exit 0\n", 0o644);
+        write("test_ok.py", "pass\n", 0o644);
+        write("test_run", "#!/bin/sh\nexit 0\n", 0o755);
+        write("test_noexec", "#!/bin/sh\nexit 0\n", 0o644);
+        write("test_noshebang", "exit 0\n", 0o755);
+        write(".hidden", "", 0o644);
+        let c: ScorerConfig = toml::from_str("kind = \"command\"\ntests = \"tests\"").unwrap();
+        let problems = c.validate(d.path());
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("test_noexec` is not executable"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("test_noshebang` has no `#!` line"),
             "{problems:?}"
         );
     }
