@@ -282,18 +282,26 @@ fn sigint_stops_a_sleeping_agent_proposer_and_the_run_resumes() {
     );
 }
 
-/// `hevo run --json` of the search in `dir` with `iterations` and the agent proposer
-/// `sh script` (unsandboxed: these tests are about the search, not containment); asserts it
-/// finished (exit 0) and returns its output and stderr.
-fn run_with_agent(dir: &Path, script: &Path, iterations: u32) -> (std::process::Output, String) {
+/// Makes the search in `dir` run `iterations` with the agent proposer `sh agent.sh`, the
+/// script written there from `script`.
+fn use_agent(dir: &Path, script: &str, iterations: u32) {
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, script).unwrap();
     let config = std::fs::read_to_string(dir.join("hevo.toml"))
         .unwrap()
         .replace("iterations = 5", &format!("iterations = {iterations}"))
         + &format!(
             "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
-            script.display()
+            path.display()
         );
     std::fs::write(dir.join("hevo.toml"), config).unwrap();
+}
+
+/// `hevo run --json` of the search in `dir` with `iterations` and the agent proposer
+/// `script` ([`use_agent`]; unsandboxed: these tests are about the search, not
+/// containment); asserts it finished (exit 0) and returns its output and stderr.
+fn run_with_agent(dir: &Path, script: &str, iterations: u32) -> (std::process::Output, String) {
+    use_agent(dir, script, iterations);
     let out = hevo()
         .args(["run", "--json", "--jobs", "2"])
         .arg(dir)
@@ -313,10 +321,7 @@ fn run_with_agent(dir: &Path, script: &Path, iterations: u32) -> (std::process::
 fn a_candidate_whose_prepare_fails_fails_its_tasks_and_the_search_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = search_dir(tmp.path());
-    let script = dir.join("agent.sh");
-    std::fs::write(
-        &script,
-        r#"#!/bin/sh
+    let script = r#"#!/bin/sh
 # Writes one candidate per call: the seed's harness with a prepare that fails outside the
 # smoke check.
 n=$(ls -d candidates/* | wc -l)
@@ -330,10 +335,8 @@ prepare = ["bash", "-c", "case $PWD in */smoke/*) exit 0;; *) exit 1;; esac"]
 threshold = { values = [6], default = 6 }
 EOF2
 printf 'name = "stall%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
-"#,
-    )
-    .unwrap();
-    let (out, stderr) = run_with_agent(&dir, &script, 2);
+"#;
+    let (out, stderr) = run_with_agent(&dir, script, 2);
     assert!(
         stderr.contains("its `prepare` failed") && stderr.contains("counted as failures"),
         "{stderr}"
@@ -372,10 +375,7 @@ fn a_candidate_whose_answers_crash_the_scorer_fails_those_tasks() {
          print(1 if d['answer'].strip() == d['expected'] else 0)\n",
     )
     .unwrap();
-    let script = dir.join("agent.sh");
-    std::fs::write(
-        &script,
-        r#"#!/bin/sh
+    let script = r#"#!/bin/sh
 # One candidate per call: right on x >= 6 and below 4, `null` on 4 and 5.
 n=$(ls -d candidates/* | wc -l)
 c=pending/nulls$n
@@ -387,10 +387,8 @@ if [ "$x" -ge 6 ]; then echo '"high"'; elif [ "$x" -ge 4 ]; then echo null; else
 EOF2
 printf 'entry = ["bash", "harness.sh"]\n' > "$c/harness.toml"
 printf 'name = "nulls%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
-"#,
-    )
-    .unwrap();
-    let (out, stderr) = run_with_agent(&dir, &script, 1);
+"#;
+    let (out, stderr) = run_with_agent(&dir, script, 1);
     assert!(
         stderr.contains("`nulls1` has no scored trial on task")
             && stderr.contains("counted as a failure"),
@@ -417,20 +415,15 @@ printf 'name = "nulls%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 fn a_copy_of_its_parent_keeps_its_own_name_in_the_store_and_every_view() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = search_dir(tmp.path());
-    let script = dir.join("agent.sh");
-    std::fs::write(
-        &script,
-        r#"#!/bin/sh
+    let script = r#"#!/bin/sh
 # The seed's whole code, its harness.toml (name = "seed") unchanged but the threshold.
 n=$(ls -d candidates/* | wc -l)
 c=pending/copy$n
 cp -r candidates/*-seed/code "$c"
 sed -i 's/default = 2/default = 6/' "$c/harness.toml"
 printf 'name = "copy%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
-"#,
-    )
-    .unwrap();
-    run_with_agent(&dir, &script, 1);
+"#;
+    run_with_agent(&dir, script, 1);
     let run = dir.join("runs/threshold");
     let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
     let mut names: Vec<String> = db
@@ -511,10 +504,7 @@ printf 'name = "copy%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 fn a_proposer_cannot_drive_the_terminal_through_what_it_names() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = search_dir(tmp.path());
-    let script = dir.join("agent.sh");
-    std::fs::write(
-        &script,
-        r#"#!/bin/sh
+    let script = r#"#!/bin/sh
 python3 - <<'EOF2'
 import os, shutil
 def write(name, meta):
@@ -524,10 +514,8 @@ def write(name, meta):
 write("evil", 'name = "evil"\nparent = "seed\\npick: evil 1.000"\naxis = "\\u001b]0;TITLE\\u0007\\u001b[2J"\nhypothesis = "one\\rpick: evil 1.000\\u001b[2J\\n\\u202etwo"\n')
 write("bad", 'name = "bad\\u001b[2J\\npick: evil 1.000"\nparent = "seed"\n')
 EOF2
-"#,
-    )
-    .unwrap();
-    let (_, stderr) = run_with_agent(&dir, &script, 1);
+"#;
+    let (_, stderr) = run_with_agent(&dir, script, 1);
     let run = dir.join("runs/threshold");
     let status = hevo().arg("status").arg(&run).output().unwrap();
     let show = hevo()
@@ -568,11 +556,8 @@ fn a_signal_during_a_smoke_trial_stops_the_run_and_rejects_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = search_dir(tmp.path());
     let mark = tmp.path().join("smoke-started");
-    let script = dir.join("agent.sh");
-    std::fs::write(
-        &script,
-        format!(
-            r#"#!/bin/sh
+    let script = format!(
+        r#"#!/bin/sh
 # One candidate, threshold 6, whose very first trial (its smoke trial) waits to be stopped.
 n=$(ls -d candidates/* | wc -l)
 c=pending/six$n
@@ -582,18 +567,9 @@ printf 'if [ ! -e "{mark}" ]; then touch "{mark}"; sleep 60; fi\n' > "$c/wait.sh
 cat "$c/wait.sh" "$c/harness.sh" > "$c/h2" && mv "$c/h2" "$c/harness.sh"
 printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 "#,
-            mark = mark.display()
-        ),
-    )
-    .unwrap();
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("iterations = 5", "iterations = 1")
-        + &format!(
-            "\n[proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{}\"]\n",
-            script.display()
-        );
-    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+        mark = mark.display()
+    );
+    use_agent(&dir, &script, 1);
     let run = || {
         let mut c = hevo();
         c.args(["run", "--json", "--jobs", "2"])
