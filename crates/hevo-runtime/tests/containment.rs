@@ -41,15 +41,23 @@ fn sandbox() -> Option<Arc<dyn Launcher>> {
 }
 
 impl Fixture {
-    /// A suite of `n` val tasks whose expected answer is `secret-<i>` (input: the index).
+    /// A suite of `n` val tasks whose expected answer is `secret-<i>` (input: the index, and
+    /// this fixture's directory name, so that an attack scanning the machine finds this
+    /// suite's answers and not another test's or user's).
     fn suite(&self, n: usize) -> PathBuf {
         self.write(
             "suite/suite.toml",
             "name = \"t\"\n[scorer]\nkind = \"label\"\n",
         );
+        let nonce = self
+            .path("")
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let lines: Vec<String> = (0..n)
             .map(|i| {
-                json!({"id": format!("t{i}"), "split": "val", "input": {"i": i},
+                json!({"id": format!("t{i}"), "split": "val", "input": {"i": i, "fixture": nonce},
                        "expected": format!("secret-{i}")})
                 .to_string()
             })
