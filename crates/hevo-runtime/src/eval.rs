@@ -176,6 +176,14 @@ pub enum EvalError {
          docs/scale-out.md) and run the same command again"
     )]
     Refused(String),
+    /// The model provider is down: a candidate's model calls failed upstream and hevo's own
+    /// request to the same model failed too. Nothing is counted against the candidate; its
+    /// unscored trials run again when the same command runs again.
+    #[error(
+        "the model provider is failing: {0}. Nothing was counted against the candidate; \
+         run the same command again once the provider answers"
+    )]
+    Outage(String),
     /// The run was cancelled; finished trials are stored and the same command resumes.
     #[error(
         "stopped by {reason} after {done} finished trial(s); run the same command again to resume"

@@ -568,8 +568,9 @@ impl Workers {
                 trial_index,
                 // The ledger's id: task last, so ids with `/` still parse.
                 trial_id: format!(
-                    "{}/c{}/{}/{}",
-                    self.run_id, self.candidate_id, trial_index, task.id
+                    "{}{trial_index}/{}",
+                    crate::model_access::TrialRef::prefix(&self.run_id, self.candidate_id),
+                    task.id
                 ),
                 trace_prefix: trace_prefix.clone(),
                 cancel: self.cancel.clone(),

@@ -75,6 +75,12 @@ pub trait ModelAccess: Send + Sync {
     /// Expires the trial's key and returns its totals (spend, cap and upstream faults), once
     /// the calls it still had in flight have ended.
     fn close(&self, ticket: Ticket) -> CloseFuture<'_>;
+    /// The model names a harness asks for whose calls go to `upstream_model` (the name the
+    /// ledger records); none where no gateway routes models.
+    fn routes_to(&self, upstream_model: &str) -> Vec<String> {
+        let _ = upstream_model;
+        Vec::new()
+    }
 }
 
 /// What [`ModelAccess::close`] returns: the trial's totals, once its calls have ended.
@@ -227,6 +233,10 @@ impl ModelAccess for GatewayAccess {
             }
         })
     }
+
+    fn routes_to(&self, upstream_model: &str) -> Vec<String> {
+        self.gateway.routes_to(upstream_model)
+    }
 }
 
 /// A [`LedgerSink`] that writes every model call into the run's SQLite store
@@ -319,6 +329,12 @@ pub struct TrialRef {
 }
 
 impl TrialRef {
+    /// The start of every ledger id of candidate `candidate`'s trials in run `run`:
+    /// `<run>/c<candidate>/` (a trial's id goes on with `<trial index>/<task id>`).
+    pub fn prefix(run: &str, candidate: i64) -> String {
+        format!("{run}/c{candidate}/")
+    }
+
     /// Parses a ledger trial id (see the type's documentation).
     pub fn parse(trial_id: &str) -> TrialRef {
         let mut parts = trial_id.splitn(4, '/');

@@ -58,7 +58,10 @@ pub(crate) async fn prepare(
     }
     let mut env = base_env(&state);
     env.push(("HEVO_PARAMS".into(), harness.params_json()));
-    let prepare_id = format!("{}/c{candidate_id}/prepare", settings.run_id);
+    let prepare_id = format!(
+        "{}prepare",
+        crate::model_access::TrialRef::prefix(&settings.run_id, candidate_id)
+    );
     env.push(("HEVO_TRIAL_ID".into(), opaque_id(&prepare_id)));
     // Model calls made in prepare are the candidate's cost too: they get their own key and
     // land in the ledger like a trial's.

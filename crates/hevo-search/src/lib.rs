@@ -7,6 +7,7 @@
 //!   `hevo_strategy` strategy through a live oracle;
 //! - [`runner`]: evaluates a batch of trials for the loop through `hevo_runtime`;
 //! - [`finalize`]: the test split, once, after a search;
+//! - [`outage`]: a provider outage told from a candidate's own upstream errors;
 //! - [`objective`]: HarnessPro's pass-rate-and-cost objective and its lite / medium / heavy tiers;
 //! - [`diagnose`]: the built-in analyzer of trial traces (measurable waste, no model);
 //! - [`tests_synth`]: `hevo tests synth`, agent-written tests frozen into a locked suite;
@@ -25,6 +26,7 @@ pub mod diagnose;
 pub mod finalize;
 pub mod harnesspro;
 pub mod objective;
+pub mod outage;
 pub mod proposer;
 pub mod run;
 pub mod runner;

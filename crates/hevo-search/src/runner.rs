@@ -5,7 +5,7 @@
 //! returns the stored outcome without running anything. That is what makes a killed search
 //! resume exactly: the loop simply replays its decisions, and only missing trials run.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,13 +15,15 @@ use hevo_runtime::evaluator::{Batch, Evaluator, EvaluatorConfig};
 use hevo_runtime::executor::ProgressEvent;
 use hevo_runtime::failures::Failures;
 use hevo_runtime::launch::Launcher;
-use hevo_runtime::model_access::{ModelAccess, ModelEnv};
+use hevo_runtime::model_access::{ModelAccess, ModelEnv, TrialRef};
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::spend::Spend;
 use hevo_runtime::store::{EstimateRow, TrialRow};
 use hevo_runtime::suite::Suite;
 use hevo_runtime::task::Split;
 use hevo_runtime::trial::TrialStatus;
+
+use crate::outage::{probe, Probe};
 
 /// A candidate's evaluation effort: trials run and what their model calls cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
@@ -269,6 +271,42 @@ impl LiveRunner {
         &mut self.evaluator
     }
 
+    /// Whether the model provider is down behind `tasks` left without a scored trial: the
+    /// models their trials' calls (ledger ids under `trial_prefix`) failed upstream at, each
+    /// asked by hevo itself ([`crate::outage`]). `Some(what failed)` when one of them fails
+    /// hevo's own request too; `None` when every one answers or no call failed upstream.
+    fn provider_down(
+        &self,
+        trial_prefix: &str,
+        tasks: &BTreeSet<String>,
+    ) -> Result<Option<String>, EvalError> {
+        let Some(access) = &self.settings.model_access else {
+            return Ok(None);
+        };
+        if tasks.is_empty() {
+            return Ok(None);
+        }
+        let models = self
+            .evaluator
+            .store()
+            .failed_upstream_models(trial_prefix, tasks)?;
+        let trace_dir = self.settings.run_dir.join("probes");
+        // The ledger names upstream models; hevo asks again by the names harnesses use.
+        for upstream in models {
+            for model in access.routes_to(&upstream) {
+                let found = probe(&**access, &model, &trace_dir, &self.settings.cancel)?;
+                if let Probe::Down(why) = found {
+                    return Ok(Some(format!(
+                        "calls to model `{model}` failed upstream on {} task(s), and so did \
+                         hevo's own request to it ({why})",
+                        tasks.len()
+                    )));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// After a batch: how many of its trials failed, by class, and the first trial of
     /// each class not seen earlier in this search (message, stderr tail, trace).
     fn report_failures(&mut self, name: &str, report: &EvalReport, progress: &dyn Fn(&str)) {
@@ -471,6 +509,16 @@ impl CandidateRunner for LiveRunner {
         if let Some(p) = self.settings.progress.clone() {
             self.report_failures(name, &report, p.as_ref());
         }
+        let unscored: BTreeSet<String> = report
+            .tasks
+            .iter()
+            .filter(|t| t.outcome.is_none())
+            .map(|t| t.id.clone())
+            .collect();
+        let prefix = TrialRef::prefix(self.evaluator.run_id(), candidate.candidate_id);
+        if let Some(why) = self.provider_down(&prefix, &unscored)? {
+            return Err(EvalError::Outage(why));
+        }
         Ok(results_of(&report))
     }
 
@@ -510,6 +558,13 @@ impl CandidateRunner for LiveRunner {
         let Some(trial) = ran else {
             return Ok(Some("the smoke trial did not run".into()));
         };
+        if trial.status == TrialStatus::InfraError.as_str() {
+            let prefix = TrialRef::prefix(smoke.run_id(), candidate.candidate_id);
+            let task = BTreeSet::from([task_id.to_string()]);
+            if let Some(why) = self.provider_down(&prefix, &task)? {
+                return Err(EvalError::Outage(why));
+            }
+        }
         Ok(match TrialStatus::parse(&trial.status) {
             Some(TrialStatus::Pass | TrialStatus::Fail) => None,
             _ => Some(format!(

@@ -176,6 +176,22 @@ impl Gateway {
         &self.inner.route_names
     }
 
+    /// The model names (routes) whose calls go to `upstream_model`, in configuration order.
+    /// The ledger names a call's upstream model; this finds what to ask for it again.
+    pub fn routes_to(&self, upstream_model: &str) -> Vec<String> {
+        self.inner
+            .route_names
+            .iter()
+            .filter(|name| {
+                self.inner
+                    .routes
+                    .get(name.as_str())
+                    .is_some_and(|r| r.upstream_model == upstream_model)
+            })
+            .cloned()
+            .collect()
+    }
+
     pub(super) fn route(&self, model: &str) -> Option<Arc<Route>> {
         self.inner.routes.get(model).cloned().or_else(|| {
             self.inner

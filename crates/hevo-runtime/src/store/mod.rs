@@ -9,6 +9,7 @@
 //! `infra_error` one (a fault of ours, retried on resume). This module holds SQL only: no
 //! processes, no scoring.
 
+mod calls;
 mod catalog;
 mod decisions;
 mod read_only;

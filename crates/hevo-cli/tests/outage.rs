@@ -1,0 +1,295 @@
+//! A provider outage told from a candidate's own upstream errors (search.md, "A candidate
+//! that cannot be evaluated"): a proposed candidate whose calls fail upstream loses its
+//! tasks only when the provider still answers hevo's own request; when that fails too, the
+//! run stops with nothing counted against it, and the same command finishes it once the
+//! provider is back. The harness calls the model with the real `openai` SDK through the
+//! gateway, in front of a scripted upstream on loopback.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use support::write;
+
+/// The scripted provider. Answers a chat completion `ROLE:x` with `high` when x >= 6, else
+/// `low` (the suite's right answer). A `child`'s second request (its first after its smoke
+/// trial) or an `early`'s first (its smoke trial's) starts an outage: every request (hevo's
+/// own too) gets 503 until the file `up` exists beside the log. A
+/// `provoke` request after its first gets 503, and nothing else does. Logs each request's
+/// content and status. Prints its port first.
+const UPSTREAM: &str = r#"
+import http.server, json, os, sys, threading
+log = sys.argv[1]
+up = os.path.join(os.path.dirname(log), "up")
+lock = threading.Lock()
+seen = {"child": 0, "early": 0, "provoke": 0}
+down = [False]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = body["messages"][-1]["content"]
+        role, _, x = text.partition(":")
+        with lock:
+            if role in seen:
+                seen[role] += 1
+            if (role == "child" and seen["child"] == 2) or (role == "early" and seen["early"] == 1):
+                down[0] = True
+            failing = (down[0] and not os.path.exists(up)) or (role == "provoke" and seen["provoke"] > 1)
+            with open(log, "a") as f:
+                f.write(f"{text} {503 if failing else 200}\n")
+        if failing:
+            out = json.dumps({"error": {"message": "scripted outage", "type": "overloaded"}}).encode()
+            self.send_response(503)
+        else:
+            answer = "high" if x.isdigit() and int(x) >= 6 else "low"
+            out = json.dumps({"id": "c1", "object": "chat.completion", "created": 0,
+                "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": answer}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
+            self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// The harness: asks the model `ROLE:x` with the official SDK (no retries of its own, so
+/// the gateway's are the only ones) and answers its reply; ROLE is in its `role.txt`.
+const HARNESS: &str = r#"
+import json, os, sys
+from openai import OpenAI
+task = json.loads(sys.stdin.readline())
+role = open(os.path.join(os.path.dirname(__file__), "role.txt")).read().strip()
+r = OpenAI(max_retries=0).chat.completions.create(
+    model="m", messages=[{"role": "user", "content": f"{role}:{task['x']}"}])
+print(json.dumps({"answer": r.choices[0].message.content}))
+"#;
+
+/// The agent proposer: one candidate, the seed with the role `ROLE`.
+const AGENT: &str = r#"#!/bin/sh
+mkdir -p pending/c
+cp candidates/*-seed/code/* pending/c/
+echo ROLE > pending/c/role.txt
+printf 'name = "ROLE"\nparent = "seed"\n' > pending/c/candidate.toml
+"#;
+
+/// The scripted upstream, killed when dropped.
+struct Upstream {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Upstream {
+    fn start(dir: &Path) -> Upstream {
+        let log = dir.join("upstream.log");
+        let mut child = Command::new("python3")
+            .args(["-c", UPSTREAM])
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        Upstream {
+            child,
+            port: line.trim().parse().unwrap(),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A search in `dir`: 2 train, 8 val and 2 test tasks, the seed `seed` (role `seed`), one
+/// iteration whose agent proposes the candidate `role`, every call to model `m` routed to
+/// the upstream on `port` without retries.
+fn search(dir: &Path, port: u16, role: &str) {
+    let mut tasks = String::new();
+    for (i, split) in [
+        "train", "train", "val", "val", "val", "val", "val", "val", "val", "val", "test", "test",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let x = i % 10 + 1;
+        let expected = if x >= 6 { "high" } else { "low" };
+        tasks += &format!(
+            "{{\"id\":\"t{i:02}\",\"split\":\"{split}\",\"input\":{{\"x\":{x}}},\"expected\":\"{expected}\"}}\n"
+        );
+    }
+    write(&dir.join("tasks.jsonl"), &tasks);
+    write(
+        &dir.join("suite.toml"),
+        "name = \"outage\"\n[scorer]\nkind = \"label\"\n",
+    );
+    write(
+        &dir.join("seed/harness.toml"),
+        "name = \"seed\"\nentry = [\"python3\", \"h.py\"]\n",
+    );
+    write(&dir.join("seed/h.py"), HARNESS);
+    write(&dir.join("seed/role.txt"), "seed\n");
+    write(&dir.join("agent.sh"), &AGENT.replace("ROLE", role));
+    write(
+        &dir.join("hevo.toml"),
+        &format!(
+            "suite = \".\"\nseeds = [\"seed\"]\nseed = 3\n\
+             [search]\niterations = 1\ncandidates_per_iteration = 1\n\
+             [proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{agent}\"]\n\
+             [model]\ndefault_model = \"m\"\n\
+             [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
+             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
+             max_retries = 0\n\
+             [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
+             [model.prices.\"up\"]\nfree = true\n",
+            agent = dir.join("agent.sh").display()
+        ),
+    );
+}
+
+/// `hevo run --json DIR` (unsandboxed: this is about the search, not containment).
+fn run(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(dir)
+        .env("HEVO_SANDBOX", "off")
+        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .output()
+        .unwrap()
+}
+
+/// Each `(trial key, status)` of the run's ledger.
+fn ledger(dir: &Path) -> Vec<(String, String)> {
+    let db = rusqlite::Connection::open(dir.join("runs/outage/hevo.db")).unwrap();
+    let mut st = db
+        .prepare("SELECT trial_key, status FROM model_calls ORDER BY id")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The candidate's scored val trials, by task.
+fn scored_tasks(dir: &Path, name: &str) -> Vec<String> {
+    let db = rusqlite::Connection::open(dir.join("runs/outage/hevo.db")).unwrap();
+    let mut st = db
+        .prepare(
+            "SELECT DISTINCT t.task_id FROM trials t JOIN candidates c ON c.id = t.candidate_id
+             WHERE c.name = ?1 AND t.status IN ('pass', 'fail') ORDER BY t.task_id",
+        )
+        .unwrap();
+    st.query_map([name], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn an_outage_while_a_candidate_is_evaluated_stops_the_run_and_counts_nothing_against_it() {
+    outage_then_resume("child");
+}
+
+/// The same during its smoke trial: it was rejected for good.
+#[test]
+fn an_outage_during_a_smoke_trial_stops_the_run_and_rejects_nothing() {
+    outage_then_resume("early");
+}
+
+/// A search whose candidate `role` meets an outage: the run stops, naming it, with nothing
+/// counted or rejected; once the provider is back the same command finishes it.
+fn outage_then_resume(role: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let up = Upstream::start(tmp.path());
+    let dir = tmp.path().join("outage");
+    search(&dir, up.port, role);
+
+    let out = run(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the model provider is failing")
+            && stderr.contains("model `m`")
+            && stderr.contains("Nothing was counted against the candidate"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("counted as a failure"), "{stderr}");
+    assert!(!stderr.contains("rejected"), "{stderr}");
+    // hevo asked the model itself, through the gateway, and that failed too.
+    let probes: Vec<_> = ledger(&dir)
+        .into_iter()
+        .filter(|(key, _)| key == "probe")
+        .collect();
+    assert!(
+        !probes.is_empty() && probes.iter().all(|(_, s)| s == "backend_error"),
+        "{probes:?}"
+    );
+    assert!(up.log().contains("Reply with OK. 503"), "{}", up.log());
+
+    // The provider is back: the same command finishes the run, the candidate scored on
+    // every task it was asked for.
+    write(&tmp.path().join("up"), "");
+    let out = run(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("counted as a failure"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let child = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == role)
+        .unwrap_or_else(|| panic!("no {role} in {doc}"));
+    assert!(child["estimate"].is_number(), "{doc}");
+    assert!(!scored_tasks(&dir, role).is_empty());
+    // It answers right wherever it was asked: the outage left no failure behind.
+    assert_eq!(child["estimate"].as_f64(), Some(1.0), "{doc}");
+}
+
+#[test]
+fn upstream_errors_a_candidate_provokes_while_the_provider_answers_count_against_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let up = Upstream::start(tmp.path());
+    let dir = tmp.path().join("outage");
+    search(&dir, up.port, "provoke");
+
+    let out = run(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("`provoke` has no scored trial on task")
+            && stderr.contains("counted as a failure"),
+        "{stderr}"
+    );
+    // hevo's own request was answered, so the failures are the candidate's.
+    let probes: Vec<_> = ledger(&dir)
+        .into_iter()
+        .filter(|(key, _)| key == "probe")
+        .collect();
+    assert!(
+        !probes.is_empty() && probes.iter().all(|(_, s)| s == "ok"),
+        "{probes:?}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["pick"]["name"], "seed", "{doc}");
+    // Its one answered call was its smoke trial's (in the smoke store, not counted).
+    assert!(scored_tasks(&dir, "provoke").is_empty());
+}
