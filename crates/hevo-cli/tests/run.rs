@@ -654,3 +654,46 @@ fn signal_once(
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// A search the evaluation budget stops reports its candidates' running estimates. A
+/// candidate that agreed with the anchor on each of its few sampled tasks had a plug-in
+/// standard error of 0 and showed `0.850 [0.850, 0.850]` after 4 trials (its full
+/// validation score: 0.700). Only a candidate evaluated on every val task may have a
+/// zero-width interval.
+#[test]
+fn a_sampled_candidate_never_shows_a_zero_width_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("threshold");
+    support::threshold_copy(
+        &dir,
+        &[
+            ("iterations = 3", "iterations = 6"),
+            (
+                "[evaluation]",
+                "[budget]\nmax_evaluations = 150\n[evaluation]",
+            ),
+        ],
+    );
+    let doc = run_json(&dir, &[]);
+    assert!(doc["stopped_early"].is_string(), "{doc}");
+    let status = support::json_of(
+        &hevo()
+            .args(["status", "--json"])
+            .arg(dir.join("runs/threshold"))
+            .output()
+            .unwrap(),
+    );
+    let val_tasks = status["val_tasks"].as_u64().unwrap();
+    let mut sampled = 0;
+    for c in status["candidates"].as_array().unwrap() {
+        let e = &c["estimate"];
+        let (Some(lo), Some(hi)) = (e["ci_low"].as_f64(), e["ci_high"].as_f64()) else {
+            continue;
+        };
+        if c["trials"].as_u64().unwrap() < val_tasks {
+            sampled += 1;
+            assert!(hi - lo > 0.1, "{c}");
+        }
+    }
+    assert!(sampled > 0, "{status}");
+}

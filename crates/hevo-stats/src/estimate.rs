@@ -126,6 +126,38 @@ pub fn wilson(p: f64, n: f64) -> (f64, f64) {
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
+/// The least standard error of a paired difference in mean score (each task's difference in
+/// `[-1, 1]`) observed on `n` of `m` tasks, whatever the sample showed.
+///
+/// A sample in which the two candidates agree on every task has a plug-in variance of 0,
+/// yet 4 agreeing tasks of 40 cannot rule out that they differ on half of them. If they
+/// differ on `k` tasks, a sample of `n` drawn without replacement misses all of them with
+/// probability `C(m - k, n) / C(m, n)` (hypergeometric). `k*` is the largest `k` for which
+/// that is above 2.5% (one side of a 95% interval): the largest difference, `k* / m`, the
+/// sample cannot rule out. This is that bound as a normal standard error, `k* / m / Z95`,
+/// so that `± Z95 se` spans it. 0 when every task is seen; `1 / Z95` (the whole range of
+/// a difference of means in `[0, 1]`) when none is.
+pub fn unseen_difference_se(n: usize, m: usize) -> f64 {
+    if m == 0 || n >= m {
+        return 0.0;
+    }
+    if n == 0 {
+        return 1.0 / Z95;
+    }
+    // P(k) = prod_{j < k} (m - j - n) / (m - j), decreasing in k.
+    let mut p_miss = 1.0;
+    let mut k_star = 0;
+    for k in 1..=(m - n) {
+        let j = (k - 1) as f64;
+        p_miss *= (m as f64 - j - n as f64) / (m as f64 - j);
+        if p_miss <= 0.025 {
+            break;
+        }
+        k_star = k;
+    }
+    k_star as f64 / m as f64 / Z95
+}
+
 /// How the sample was drawn, for the variance estimator of design-based estimators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Design {
@@ -475,6 +507,37 @@ pub fn combine_strata(parts: &[(Estimate, f64)]) -> Estimate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ln C(a, b).
+    fn ln_choose(a: usize, b: usize) -> f64 {
+        (1..=b).map(|i| ((a + 1 - i) as f64 / i as f64).ln()).sum()
+    }
+
+    /// Exactly, over every task set drawn at random without replacement: when two candidates
+    /// differ on `k` of `m` tasks (all in one direction, the worst case) and a sample of `n`
+    /// shows them agreeing everywhere (difference 0, plug-in se 0), the interval
+    /// `0 ± Z95 unseen_difference_se(n, m)` misses the true difference `k / m` with
+    /// probability at most 2.5% (one side of a 95% interval), for every `k`.
+    #[test]
+    fn the_unseen_difference_bound_misses_at_most_its_share_of_agreeing_samples() {
+        for m in [10, 20, 40, 80, 200] {
+            for n in 1..m {
+                let half = Z95 * unseen_difference_se(n, m);
+                let mut worst = 0.0f64;
+                for k in 1..=(m - n) {
+                    // P(no differing task among the n drawn) = C(m - k, n) / C(m, n).
+                    let p_agree = (ln_choose(m - k, n) - ln_choose(m, n)).exp();
+                    if k as f64 / m as f64 > half + 1e-9 {
+                        worst = worst.max(p_agree);
+                    }
+                }
+                assert!(worst <= 0.025 + 1e-9, "m {m} n {n}: misses {worst}");
+            }
+            assert_eq!(unseen_difference_se(m, m), 0.0);
+        }
+        // 4 agreeing tasks of 40 cannot rule out a difference of 0.5 on the rest.
+        assert!(Z95 * unseen_difference_se(4, 40) > 0.5);
+    }
 
     #[test]
     fn an_infinite_standard_error_survives_json() {

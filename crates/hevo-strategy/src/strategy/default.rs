@@ -118,12 +118,10 @@ impl Race {
     }
 
     /// Sets `c`'s estimate from its paired difference with the exactly known `anchor`
-    /// (`S(anchor) + D`) and returns the difference.
+    /// ([`Race::paired_score`]) and returns the difference.
     fn paired_estimate(&mut self, c: CandidateId, anchor: CandidateId) -> Estimate {
         let d = self.diff(c, anchor);
-        let base = self.core.estimates[anchor];
-        let se = (base.se * base.se + d.se * d.se).sqrt();
-        self.core.estimates[c] = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
+        self.core.estimates[c] = self.paired_score(c, anchor, &d);
         d
     }
 

@@ -1,7 +1,9 @@
 //! `race` and `default`: paired racing under one global budget.
 
 use hevo_stats::design::NestedPoisson;
-use hevo_stats::estimate::{combine_strata, greg_poisson, Design, Estimate, Unit};
+use hevo_stats::estimate::{
+    combine_strata, greg_poisson, unseen_difference_se, Design, Estimate, Unit,
+};
 use hevo_stats::irt::RaschFit;
 use hevo_stats::racing::{Budget, RaceDecision, RaceRule};
 use hevo_stats::weights::coevolve_weights;
@@ -130,6 +132,21 @@ impl Race {
         let value: f64 = parts.iter().map(|(e, w)| w * e.value).sum();
         let var: f64 = parts.iter().map(|(e, w)| w * w * e.se * e.se).sum();
         Estimate::normal(value, var.sqrt(), -1.0, 1.0)
+    }
+
+    /// `c`'s score from its paired difference `d` with `base`: `S(base) + D`, its standard
+    /// error at least what `c`'s sample cannot rule out on the tasks it has not seen
+    /// ([`unseen_difference_se`]): a sample that agrees with `base` everywhere has a plug-in
+    /// standard error of 0 and would print `0.850 [0.850, 0.850]` after 4 trials. The
+    /// decisions use `d` itself; this is the interval a user reads.
+    pub(super) fn paired_score(&self, c: CandidateId, base: CandidateId, d: &Estimate) -> Estimate {
+        let seen: usize = self.racers[c]
+            .as_ref()
+            .map_or(0, |r| r.sample.iter().map(Vec::len).sum());
+        let d_se = d.se.max(unseen_difference_se(seen, self.core.n_tasks));
+        let base = self.core.estimates[base];
+        let se = (base.se * base.se + d_se * d_se).sqrt();
+        Estimate::normal(base.value + d.value, se, 0.0, 1.0)
     }
 
     /// Rasch-GREG re-estimation of every non-Phase-0 candidate with everything observed.
@@ -324,9 +341,7 @@ impl Race {
             for &c in &raised {
                 self.set_level(c, level);
                 let d = self.diff(c, inc);
-                let base = self.core.estimates[inc];
-                let se = (base.se * base.se + d.se * d.se).sqrt();
-                self.core.estimates[c] = Estimate::normal(base.value + d.value, se, 0.0, 1.0);
+                self.core.estimates[c] = self.paired_score(c, inc, &d);
                 let full = (0..g_len(&self.core)).all(|g| {
                     self.racers[c]
                         .as_ref()
