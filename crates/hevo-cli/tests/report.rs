@@ -596,6 +596,16 @@ fn ls_names_the_evaluations_beside_the_searches() {
         .unwrap());
     let text = ok(&hevo().arg("ls").arg(&runs).output().unwrap());
     assert!(text.starts_with("no search runs under"), "{text}");
+    // The views of a search name what the directory is instead of "not a run directory".
+    for cmd in ["status", "report"] {
+        let out = hevo().arg(cmd).arg(runs.join("ev")).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("is a `hevo eval` run") && err.contains("hevo ls"),
+            "{cmd}: {err}"
+        );
+    }
     assert!(
         text.contains("evaluations (`hevo eval`; the same command again prints its report from the store): ev\n"),
         "{text}"

@@ -174,6 +174,18 @@ pub enum ViewError {
         /// Run directories next to it.
         known: Vec<String>,
     },
+    /// The directory is a `hevo eval` run: a store and no archive, no search to show.
+    #[error(
+        "`{}` is a `hevo eval` run (hevo.db and no archive/): status, show and report read \
+         searches (`hevo run`); the same `hevo eval` command prints its report again from \
+         the store, and `hevo ls {}` lists it",
+        path.display(),
+        path.parent().unwrap_or(Path::new(".")).display()
+    )]
+    EvalRun {
+        /// The directory given.
+        path: PathBuf,
+    },
     /// The run has no candidate of that name.
     #[error("run `{}` has no candidate `{name}`; {}", run.display(), known_candidates(known))]
     UnknownCandidate {
@@ -217,7 +229,9 @@ impl ViewError {
     /// Whether the user named something that does not exist (exit code 2).
     pub fn is_user_error(&self) -> bool {
         match self {
-            ViewError::NotARun { .. } | ViewError::UnknownCandidate { .. } => true,
+            ViewError::NotARun { .. }
+            | ViewError::EvalRun { .. }
+            | ViewError::UnknownCandidate { .. } => true,
             ViewError::Store(e) => e.is_user_error(),
             _ => false,
         }

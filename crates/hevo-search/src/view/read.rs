@@ -56,6 +56,11 @@ pub fn require_run(dir: &Path) -> Result<(), ViewError> {
     if is_run(dir) {
         return Ok(());
     }
+    if dir.join("hevo.db").is_file() && !dir.join("archive").exists() {
+        return Err(ViewError::EvalRun {
+            path: dir.to_path_buf(),
+        });
+    }
     let parent = dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
