@@ -407,6 +407,8 @@ pub fn run_search(
             }
         }
         let mut new_ids: Vec<usize> = Vec::new();
+        // The proposer wrote nothing at all this iteration (not even a rejected candidate).
+        let mut wrote_none = false;
         if state.proposals_taken >= it {
             // Resume: this iteration's candidates were accepted before.
             take_archived(&archived, it, &archive_root, &mut candidates, &mut new_ids)?;
@@ -444,6 +446,7 @@ pub fn run_search(
                 log,
             )?;
             rejected_total += rejected.len();
+            wrote_none = accepted.is_empty() && rejected.is_empty();
             record_rejections(&archive, &archive_root, it, &rejected, failure.as_deref())?;
             if let Some(cause) = failure {
                 if accepted.is_empty() {
@@ -509,6 +512,14 @@ pub fn run_search(
                 &oracle.outcomes,
                 &mut summary_names,
             )?;
+        } else if wrote_none && config.proposer.kind == "params" {
+            log(&format!(
+                "iteration {it}: the params proposer wrote no candidate: it has tried every \
+                 configuration it would (more iterations cannot help; an agent or llm \
+                 proposer can change the code)"
+            ));
+        } else if wrote_none {
+            log(&format!("iteration {it}: the proposer wrote no candidate"));
         } else {
             log(&format!("iteration {it}: no valid candidate"));
         }
