@@ -132,23 +132,33 @@ impl Gateway {
     }
 
     /// The most a call may spend: its `input` bound ([`input_bound`]) at the dearest input
-    /// price, plus its output limit (the request's, times `n` choices, else the model's
-    /// default) at the output price.
+    /// price, plus its output limit (the request's, the larger of two; else the model's
+    /// default), times `n` choices, at the output price.
     fn bound(&self, api: Api, model: &str, input: u64, raw: &Value) -> InFlight {
         let num = |name: &str| raw.get(name).and_then(Value::as_u64);
         let requested = match api {
-            Api::ChatCompletions => num("max_completion_tokens")
-                .or(num("max_tokens"))
-                .map(|m| m.saturating_mul(num("n").unwrap_or(1).max(1))),
+            // Both limits set: a backend may honour either, so the larger one bounds it.
+            Api::ChatCompletions => match (num("max_completion_tokens"), num("max_tokens")) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
             Api::Responses => num("max_output_tokens"),
             Api::Messages => num("max_tokens"),
             Api::Embeddings | Api::CountTokens => Some(0),
         };
+        // Every one of `n` choices can reach the limit, the model's default one included.
+        let answers = match api {
+            Api::ChatCompletions => num("n").unwrap_or(1).max(1),
+            _ => 1,
+        };
         match self.inner.prices.get(model) {
-            Some(price) => InFlight::one(
-                input.saturating_add(price.output_limit(requested)),
-                price.max_cost(input, requested),
-            ),
+            Some(price) => {
+                let output = price.output_limit(requested).saturating_mul(answers);
+                InFlight::one(
+                    input.saturating_add(output),
+                    price.max_cost(input, Some(output)),
+                )
+            }
             None => InFlight::one(input, 0.0),
         }
     }

@@ -537,3 +537,64 @@ async fn traces_are_capped_per_trial_and_per_run_and_the_ledger_stays_exact() {
     assert_eq!(t.sink.records().len(), 40);
     assert_eq!(t.gateway.run_usage().calls, 40);
 }
+
+/// An OpenAI-compatible upstream whose every choice uses 1,000 output tokens, `n` of them
+/// per call, after 50 ms (so calls overlap).
+async fn choices_chat(Json(body): Json<Value>) -> Json<Value> {
+    let n = body["n"].as_u64().unwrap_or(1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let choices: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"index": i, "message": {"role": "assistant", "content": "ok"},
+                        "finish_reason": "length"})
+        })
+        .collect();
+    Json(json!({
+        "id": "n", "object": "chat.completion", "model": "slow-1", "choices": choices,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1000 * n,
+                  "total_tokens": 10 + 1000 * n},
+    }))
+}
+
+/// `n` choices without `max_tokens` reserve `n` times the model's default output limit: a
+/// harness asked for 8 choices of 1,000 tokens while only one was reserved, and overshot a
+/// 10,000-token cap by every call it fired at once (the audit: $3.77 against $0.05).
+#[tokio::test(flavor = "multi_thread")]
+async fn n_choices_without_a_limit_reserve_n_default_outputs() {
+    let app = Router::new().route("/v1/chat/completions", post(choices_chat));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let backend: Arc<dyn Backend> = Arc::new(
+        OpenAiBackend::new(OpenAiConfig::new("up", &format!("http://{addr}/v1"), None)).unwrap(),
+    );
+    let mut price = ModelPrice::paid(1.0, 1.0, 1.0);
+    price.max_output = Some(1000);
+    let prices = PriceTable::empty()
+        .with_overrides([("slow-1".to_owned(), price)])
+        .unwrap();
+    let config = GatewayConfig::new(vec![ModelRoute::new("slow-1", "up", "slow-1")], prices);
+    let sink = Arc::new(MemorySink::new());
+    let gateway = Gateway::start(config, vec![backend], sink).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 10_000;
+    let caps = Caps {
+        max_tokens: Some(cap),
+        ..Caps::UNLIMITED
+    };
+    let key = gateway.open_trial("n", dir.path(), caps).unwrap();
+    let mut request = body("slow-1", "hi");
+    request["n"] = json!(8);
+    let request = Bytes::from(serde_json::to_vec(&request).unwrap());
+    let client = reqwest::Client::new();
+    let calls = (0..12).map(|_| post_chat(&client, &gateway, key.as_str(), request.clone()));
+    let statuses = futures::future::join_all(calls).await;
+    assert!(statuses.contains(&200), "{statuses:?}");
+    let usage = gateway.gateway().close_trial(&key).await;
+    let one_call_max = request.len() as u64 + 8 * 1000;
+    assert!(
+        usage.total_tokens() <= cap + one_call_max,
+        "{} tokens against a cap of {cap} (one call at most {one_call_max}): {statuses:?}",
+        usage.total_tokens()
+    );
+}
