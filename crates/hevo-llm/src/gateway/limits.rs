@@ -91,7 +91,8 @@ pub(crate) struct Held {
 }
 
 /// The middleware described in the module documentation.
-/// A key used outside the sandbox it is bound to is refused here, before anything is held.
+/// A key used outside the sandbox it is bound to is refused here, before anything is held;
+/// a request without an open trial's key holds nothing and its body is never read.
 pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next: Next) -> Response {
     let key = api_key(request.headers()).map(str::to_owned);
     if let Some(key) = &key {
@@ -102,6 +103,17 @@ pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next:
         }
     }
     let trial = key.and_then(|key| gateway.trial_of(&key));
+    if trial.is_none() {
+        // No open trial's key: the handler answers 401 (or serves `GET /`) without its body,
+        // so such a request holds no slot and reads nothing. Before, keyless requests that
+        // dripped their bodies held the gateway's slots and starved every trial.
+        let (parts, _unread) = request.into_parts();
+        let mut request = Request::from_parts(parts, Body::empty());
+        request.extensions_mut().insert(Held {
+            _permits: Arc::from(Vec::new()),
+        });
+        return next.run(request).await;
+    }
     let inner = &gateway.inner;
     let budgets: Vec<&Budget> = trial
         .as_deref()

@@ -133,3 +133,47 @@ async fn an_upload_that_stalls_is_answered_408_after_the_idle_timeout_and_frees_
     let rows = t.rows("t0");
     assert_eq!(rows.len(), 1, "{rows:#?}");
 }
+
+/// Requests with no trial's key are answered 401 without their bodies being read, so
+/// dripping them holds none of the gateway's call slots: a sandboxed harness sent 300 such
+/// requests, a byte every 10 s each, and starved every other trial's calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn keyless_uploads_that_trickle_hold_no_slot_of_the_gateway() {
+    let t = HeldGateway::start_with(|config| {
+        config.run_caps = Caps {
+            max_concurrent: Some(4),
+            ..Caps::UNLIMITED
+        }
+    })
+    .await;
+    let key = t.trial("t0", Caps::UNLIMITED);
+    let addr = t.gateway.addr();
+    let mut keyless: Vec<TcpStream> = (0..8)
+        .map(|i| {
+            let mut conn = TcpStream::connect(addr).unwrap();
+            // half with no key, half with a key no trial has
+            let auth = if i % 2 == 0 {
+                String::new()
+            } else {
+                "Authorization: Bearer hevo-000000000000000000000000000000000000000000000000\r\n"
+                    .to_owned()
+            };
+            write!(
+                conn,
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n{auth}\
+                 Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{"
+            )
+            .unwrap();
+            conn
+        })
+        .collect();
+    let status = tokio::task::block_in_place(|| status_line(&mut keyless[0]));
+    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+    let trickle = Trickle::start(keyless);
+    let vars = [("HEVO_TEST_TIMEOUT", "20")];
+    let Some(out) = t.harness("one_call.py", &key, &vars) else {
+        return;
+    };
+    assert_eq!(out["answer"], "w0 w1", "{out}");
+    drop(trickle);
+}
