@@ -16,7 +16,7 @@ use support::write;
 /// `low` (the suite's right answer). A `child`'s second request (its first after its smoke
 /// trial) or an `early`'s first (its smoke trial's) starts an outage: every request (hevo's
 /// own too) gets 503 until the file `up` exists beside the log. A
-/// `provoke` request after its first gets 503, and nothing else does. Logs each request's
+/// `provoke` request after its first gets 503, a `fail` one always, and nothing else does. Logs each request's
 /// content and status. Prints its port first.
 const UPSTREAM: &str = r#"
 import http.server, json, os, sys, threading
@@ -36,7 +36,8 @@ class H(http.server.BaseHTTPRequestHandler):
                 seen[role] += 1
             if (role == "child" and seen["child"] == 2) or (role == "early" and seen["early"] == 1):
                 down[0] = True
-            failing = (down[0] and not os.path.exists(up)) or (role == "provoke" and seen["provoke"] > 1)
+            failing = ((down[0] and not os.path.exists(up)) or (role == "provoke" and seen["provoke"] > 1)
+                       or role == "fail")
             with open(log, "a") as f:
                 f.write(f"{text} {503 if failing else 200}\n")
         if failing:
@@ -292,4 +293,63 @@ fn upstream_errors_a_candidate_provokes_while_the_provider_answers_count_against
     assert_eq!(doc["pick"]["name"], "seed", "{doc}");
     // Its one answered call was its smoke trial's (in the smoke store, not counted).
     assert!(scored_tasks(&dir, "provoke").is_empty());
+}
+
+/// A harness that makes one answered call, then one that fails upstream, and exits 1: an
+/// `infra_error` hevo retries twice. Every attempt's answered call was billed and is in
+/// the ledger; the trial row counted only the last attempt's.
+const TWO_CALLS: &str = r#"
+import json, sys
+from openai import OpenAI
+sys.stdin.readline()
+client = OpenAI(max_retries=0)
+client.chat.completions.create(model="m", messages=[{"role": "user", "content": "seed:1"}])
+client.chat.completions.create(model="m", messages=[{"role": "user", "content": "fail:1"}])
+"#;
+
+#[test]
+fn a_retried_trials_row_counts_every_attempts_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let up = Upstream::start(tmp.path());
+    let dir = tmp.path().join("outage");
+    search(&dir, up.port, "unused");
+    write(&dir.join("seed/h.py"), TWO_CALLS);
+    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .arg("eval")
+        .arg(dir.join("seed"))
+        .arg("--suite")
+        .arg(&dir)
+        .arg("--model-config")
+        .arg(dir.join("hevo.toml"))
+        .arg("--run-dir")
+        .arg(dir.join("ev"))
+        .args(["--no-progress", "--json", "--jobs", "1"])
+        .env("HEVO_SANDBOX", "off")
+        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let db = rusqlite::Connection::open(dir.join("ev/hevo.db")).unwrap();
+    let (rows, attempts, row_tokens): (i64, i64, i64) = db
+        .query_row(
+            "SELECT COUNT(*), SUM(attempts), SUM(input_tokens + cached_tokens + output_tokens)
+             FROM trials WHERE status = 'infra_error'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert!(
+        rows > 0 && attempts == 3 * rows,
+        "{rows} rows, {attempts} attempts: {stderr}"
+    );
+    let (answered, ledger_tokens): (i64, i64) = db
+        .query_row(
+            "SELECT COUNT(*), SUM(input_tokens + cached_tokens + output_tokens)
+             FROM model_calls WHERE status = 'ok'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(answered, attempts, "one answered call per attempt");
+    assert_eq!(row_tokens, ledger_tokens, "the rows are the ledger's sums");
 }

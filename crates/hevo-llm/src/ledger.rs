@@ -367,6 +367,18 @@ impl TrialUsage {
         self.input_tokens + self.cached_tokens + self.output_tokens
     }
 
+    /// Adds another trial's (or attempt's) totals to these.
+    pub fn absorb(&mut self, other: &TrialUsage) {
+        self.calls += other.calls;
+        self.input_tokens += other.input_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd += other.cost_usd;
+        self.cache_hits += other.cache_hits;
+        self.backend_errors += other.backend_errors;
+        self.budget_exceeded |= other.budget_exceeded;
+    }
+
     /// Adds one answered call.
     pub fn add(&mut self, record: &CallRecord) {
         self.calls += 1;

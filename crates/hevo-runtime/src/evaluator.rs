@@ -559,6 +559,9 @@ impl Workers {
             .join(sanitize(&task.id))
             .join(trial_index.to_string());
         let mut attempt = 0;
+        // What every attempt's model calls cost: a retried attempt's calls were made and
+        // billed too, and they are in the ledger (the row's totals are the ledger's sums).
+        let mut spent = hevo_llm::TrialUsage::default();
         let result = loop {
             attempt += 1;
             let req = TrialRequest {
@@ -576,6 +579,7 @@ impl Workers {
                 cancel: self.cancel.clone(),
             };
             let r = run_trial(&*self.launcher, &self.scorer, &self.settings, req).await;
+            spent.absorb(&r.usage);
             if r.cancelled || self.cancel.is_cancelled() {
                 return;
             }
@@ -602,7 +606,7 @@ impl Workers {
             trial_index,
             outcome: result.outcome,
             status: result.status.as_str().into(),
-            spend: Spend::from_usage(&result.usage),
+            spend: Spend::from_usage(&spent),
             wall_ms: result.wall_ms,
             attempts: attempt,
             trace_path: Some(trace_prefix.to_string_lossy().into_owned()),
