@@ -34,6 +34,22 @@ impl CallStatus {
     }
 }
 
+/// The most characters of a model name a ledger row keeps (a name no route has is the
+/// caller's, and can be any size).
+pub const RECORD_MODEL_CHARS: usize = 256;
+
+/// The most characters of an error message a ledger row keeps (messages quote what the
+/// caller sent).
+pub const RECORD_ERROR_CHARS: usize = 4096;
+
+/// `text`'s first `max` characters, saying how much was cut.
+fn clipped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}... ({} bytes cut)", &text[..end], text.len() - end),
+    }
+}
+
 /// One model call, as the ledger stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
@@ -340,6 +356,21 @@ impl Caps {
     }
 }
 
+impl CallRecord {
+    /// This record as a ledger row keeps it: its model name and messages cut at
+    /// [`RECORD_MODEL_CHARS`] and [`RECORD_ERROR_CHARS`], so a harness cannot grow the run's
+    /// store by sending 20 MB model names that every refusal quotes.
+    pub fn bounded(&self) -> CallRecord {
+        let mut record = self.clone();
+        record.model = clipped(&record.model, RECORD_MODEL_CHARS);
+        record.error = record.error.map(|e| clipped(&e, RECORD_ERROR_CHARS));
+        record.upstream_error = record
+            .upstream_error
+            .map(|e| clipped(&e, RECORD_ERROR_CHARS));
+        record
+    }
+}
+
 /// Running totals of a trial (or of a whole run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrialUsage {
@@ -412,5 +443,50 @@ mod tests {
         usage.output_tokens = 41;
         assert!(caps.exceeded(&usage));
         assert!(Caps::UNLIMITED.reached(&usage).is_none());
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::*;
+
+    #[test]
+    fn a_record_keeps_at_most_its_bounds_of_model_and_messages() {
+        let huge = "m".repeat(20 << 20);
+        let record = CallRecord {
+            trial_id: "t".into(),
+            candidate_id: None,
+            task_id: None,
+            endpoint: "openai.chat_completions".into(),
+            seq: 0,
+            started_at_ms: 0,
+            model: huge.clone(),
+            input_tokens: 0,
+            cached_tokens: 0,
+            cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            latency_ms: 0.0,
+            cache_hit: false,
+            status: CallStatus::BadRequest,
+            retries: 0,
+            upstream_error: Some(format!("é{huge}")),
+            error: Some(format!("model `{huge}` is not served")),
+        };
+        let b = record.bounded();
+        assert!(b.model.len() < RECORD_MODEL_CHARS + 40, "{}", b.model.len());
+        assert!(b
+            .model
+            .ends_with(&format!("({} bytes cut)", huge.len() - RECORD_MODEL_CHARS)));
+        assert!(b.error.unwrap().len() < RECORD_ERROR_CHARS + 40);
+        assert!(b.upstream_error.unwrap().starts_with('é'));
+        let small = CallRecord {
+            model: "gpt".into(),
+            error: Some("short".into()),
+            ..record
+        };
+        assert_eq!(small.bounded().model, "gpt");
+        assert_eq!(small.bounded().error.as_deref(), Some("short"));
     }
 }

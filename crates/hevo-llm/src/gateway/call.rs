@@ -377,7 +377,7 @@ impl Call {
         let mut record = self.base_record(status, Some(message.to_owned()));
         record.retries = retries.count;
         record.upstream_error = retries.last_error.clone();
-        self.gateway.inner.sink.record(&record);
+        self.gateway.inner.sink.record(&record.bounded());
     }
 
     /// Reserves a slot and the call's maximum tokens and cost (the `bound` that
@@ -475,7 +475,7 @@ impl Call {
                 state.usage.budget_exceeded = true;
             }
         }
-        inner.sink.record(&record);
+        inner.sink.record(&record.bounded());
     }
 
     /// Answers a translated request from the cache or the backend, then prices, counts and

@@ -64,3 +64,24 @@ async fn oversized_bodies_and_wrong_methods_are_refused_in_the_callers_format() 
         ]
     );
 }
+
+/// A refusal quotes the model name it was sent; its ledger row keeps a bounded part of it,
+/// so a harness cannot grow the run's store by 20 MB per call (an audit grew one from
+/// 256 KB to 230 MB in 2 s with ten such calls).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_model_name_leaves_a_bounded_ledger_row() {
+    let t = crate::common::TestContext::start(crate::common::Setup::default()).await;
+    let key = t.trial("huge", Caps::UNLIMITED);
+    let name = "m".repeat(1 << 20);
+    let (status, _) = t
+        .chat(Some(key.as_str()), crate::common::body(&name, "hi"))
+        .await;
+    assert_eq!(status, 404);
+    let rows = t.sink.records();
+    assert_eq!(rows.len(), 1, "{}", rows.len());
+    let row = &rows[0];
+    assert_eq!(row.status, CallStatus::BadRequest);
+    assert!(row.model.len() < 1024, "{}", row.model.len());
+    assert!(row.error.as_ref().unwrap().len() < 8192);
+    assert!(row.error.as_ref().unwrap().contains("bytes cut"));
+}
