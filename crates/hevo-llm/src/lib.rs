@@ -45,7 +45,7 @@ pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec
 pub use error::{BackendError, LlmError};
 pub use gateway::{
     check_advertise, translate_request, BoundSocket, Gateway, GatewayConfig, GatewayHandle, Listen,
-    ModelRoute, TrialKey,
+    ModelRoute, TrialKey, TRIAL_CONNECTIONS,
 };
 pub use ledger::{
     CallRecord, CallStatus, Caps, InFlight, LedgerSink, MemorySink, NullSink, Scope, TrialLabels,

@@ -238,6 +238,7 @@ impl Walker {
             let st = match fstatat(Some(fd), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(Errno::ENOENT) => continue,
+                Err(e) if hevo_short(e) => continue,
                 Err(_) => {
                     self.usage.unreadable = true;
                     continue;
@@ -268,6 +269,7 @@ impl Walker {
         match Dir::openat(at, name.as_c_str(), dir_flags(), Mode::empty()) {
             Ok(dir) => Some(dir),
             Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => None,
+            Err(e) if hevo_short(e) => None,
             Err(_) => {
                 self.usage.unreadable = true;
                 None
@@ -318,6 +320,19 @@ fn give_owner_access(at: Option<RawFd>, name: &CString) {
 
 fn is(st: &FileStat, t: SFlag) -> bool {
     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == t
+}
+
+/// Whether `e` says hevo itself ran short (of file descriptors, of memory), not that the
+/// folder is unreadable: a folder hevo could not open then is skipped for this
+/// measurement, not counted as over the limit. Before, a harness that used up hevo's
+/// descriptors (thousands of gateway connections) got its sibling trials killed as "over
+/// the trial's disk limit".
+fn hevo_short(e: Errno) -> bool {
+    let short = matches!(e, Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM);
+    if short {
+        tracing::warn!(error = %e, "the disk measurement skipped a folder: hevo ran short");
+    }
+    short
 }
 
 /// Measures `dirs` every [`MIN_INTERVAL`] (or twenty times as long as the last measurement

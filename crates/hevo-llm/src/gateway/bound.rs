@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 use axum::Extension;
 use tokio::task::JoinHandle;
 
+use super::connections::{Capped, TRIAL_CONNECTIONS};
 use super::{ApiError, Dialect, ErrorKind, Gateway, Inner, Trial};
 use crate::error::LlmError;
 
@@ -75,6 +76,7 @@ impl Gateway {
         trial.bound.store(true, Ordering::SeqCst);
         let router = self.router().layer(Extension(Via(Arc::from(key))));
         let server = runtime.spawn(async move {
+            let listener = Capped::new(listener, TRIAL_CONNECTIONS);
             if let Err(err) = axum::serve(listener, router).await {
                 tracing::warn!(%err, "bound gateway socket failed");
             }

@@ -13,6 +13,7 @@ use crate::backend::Backend;
 use crate::error::LlmError;
 use crate::ledger::LedgerSink;
 
+use super::connections::{tcp_connections, Capped};
 use super::{Gateway, GatewayConfig, GatewayHandle, Listen, TrialKey};
 
 impl Gateway {
@@ -57,6 +58,7 @@ impl Gateway {
                     return;
                 }
             };
+            let listener = Capped::new(listener, tcp_connections());
             let serve = axum::serve(listener, router).with_graceful_shutdown(async {
                 let _ = rx.await;
             });
