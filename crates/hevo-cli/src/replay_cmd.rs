@@ -43,6 +43,7 @@ pub const LONG_ABOUT: &str = "Replays evaluation strategies offline, at zero cos
 #[derive(clap::Args, Debug)]
 #[command(
     allow_negative_numbers = true,
+    override_usage = "hevo replay <MATRIX | --synth CxT> [OPTIONS]",
     after_help = "Examples:\n  \
     hevo replay --synth 60x200 --strategy default,coevolve --seeds 20\n  \
     hevo replay runs.csv --rho 0.2,0.1 --json\n  \
