@@ -262,6 +262,20 @@ fn status_text(run: &RunView) -> String {
                 t.tasks
             );
         }
+        // A search run further after finalize can have picked another candidate.
+        if let Some(pick) = run
+            .pick
+            .as_ref()
+            .filter(|p| !run.test.iter().any(|t| &t.name == *p))
+        {
+            let _ = writeln!(
+                s,
+                "  (the pick `{}` has no test score yet: the rows above are of an earlier \
+                 finalize; run `hevo finalize {}`)",
+                one_line(pick),
+                run.dir.display()
+            );
+        }
     }
     s
 }

@@ -697,3 +697,41 @@ fn a_sampled_candidate_never_shows_a_zero_width_interval() {
     }
     assert!(sampled > 0, "{status}");
 }
+
+/// A finalized search run further can pick another candidate: `status` then says that the
+/// test rows are of an earlier finalize and how to test the new pick (it showed the old
+/// table alone). The sentiment example's pick changes from iteration 3 to 6.
+#[test]
+fn status_says_when_the_pick_has_no_test_score_after_the_search_went_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sentiment");
+    support::example_copy("sentiment", &dir);
+    let first = run_json(&dir, &["--finalize"]);
+    let later = run_json(&dir, &["--iterations", "6"]);
+    let run_dir = dir.join("runs/sentiment");
+    let status = hevo().arg("status").arg(&run_dir).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    let new_pick = later["pick"]["name"].as_str().unwrap();
+    assert_ne!(
+        new_pick,
+        first["pick"]["name"].as_str().unwrap(),
+        "the sentiment example's pick no longer changes from iteration 3 to 6: find \
+         another setting where it does"
+    );
+    assert!(
+        text.contains(&format!("the pick `{new_pick}` has no test score yet"))
+            && text.contains("hevo finalize"),
+        "{text}"
+    );
+    // Finalize tests the new pick; the note goes.
+    let fin = hevo().arg("finalize").arg(&run_dir).output().unwrap();
+    assert!(
+        fin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fin.stderr)
+    );
+    let status = hevo().arg("status").arg(&run_dir).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(!text.contains("has no test score yet"), "{text}");
+    assert!(text.contains(new_pick), "{text}");
+}

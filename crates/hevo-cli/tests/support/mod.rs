@@ -66,6 +66,16 @@ pub fn threshold_copy(to: &Path, edits: &[(&str, &str)]) {
     std::fs::write(file, text).unwrap();
 }
 
+/// A copy of `examples/<name>` at `to`, without its `runs/`.
+pub fn example_copy(name: &str, to: &Path) {
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples")
+            .join(name),
+        to,
+    );
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
