@@ -178,7 +178,8 @@ fn the_report_opens_in_headless_chromium_with_every_chart_and_no_console_error()
         ),
         format!("{trials} of 280 for full evaluation"),
         "diff against seed.i1c0".into(),
-        "+default = 6".into(),
+        // only the changed parameter, as the parent's manifest writes it
+        "+threshold = { values = [2, 4, 6, 8, 10], default = 6 }".into(),
         "Test split (finalize)".into(),
         format!("href=\"traces/c{id}\""),
     ] {

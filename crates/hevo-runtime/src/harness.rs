@@ -149,18 +149,76 @@ impl Manifest {
         }
         Ok(manifest)
     }
+}
 
-    /// Writes this manifest to `dir/harness.toml`, replacing it (comments are not kept).
-    /// With [`Manifest::parse`], the only code that reads or writes a `harness.toml`.
-    pub fn write(&self, dir: &Path) -> Result<(), HarnessError> {
-        let path = dir.join("harness.toml");
-        let text = toml::to_string(self).map_err(|e| HarnessError::Invalid {
-            path: path.clone(),
-            line: None,
-            message: format!("cannot be written as TOML: {e}"),
-        })?;
-        std::fs::write(&path, text).map_err(|source| HarnessError::Read { path, source })
+/// The manifest `text` (a `harness.toml`) with its `name` and each of `config`'s `[params]`
+/// defaults replaced in place: comments, layout, inline or standalone tables and number
+/// formats are kept, so a params candidate's diff against its parent shows the parameter
+/// change and nothing else. With [`Manifest::parse`], the only code that reads or writes a
+/// `harness.toml`.
+pub fn edited_manifest(
+    text: &str,
+    name: &str,
+    config: &BTreeMap<String, Value>,
+) -> Result<String, String> {
+    use toml_edit::{DocumentMut, Item};
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e| format!("harness.toml cannot be edited: {e}"))?;
+    set_keeping_layout(&mut doc["name"], toml_edit::Value::from(name));
+    for (param, value) in config {
+        let Some(spec) = doc
+            .get_mut("params")
+            .and_then(|p| p.get_mut(param))
+            .and_then(Item::as_table_like_mut)
+        else {
+            continue;
+        };
+        let value = toml_value(value)?;
+        match spec.get_mut("default") {
+            Some(item) => set_keeping_layout(item, value),
+            None => {
+                spec.insert("default", Item::Value(value));
+            }
+        }
     }
+    Ok(doc.to_string())
+}
+
+/// Replaces `item` with `value`, keeping the spaces and comments around the old value.
+fn set_keeping_layout(item: &mut toml_edit::Item, mut value: toml_edit::Value) {
+    if let Some(old) = item.as_value() {
+        *value.decor_mut() = old.decor().clone();
+    }
+    *item = toml_edit::Item::Value(value);
+}
+
+/// A parameter value (JSON, as manifests are read) as a TOML value.
+fn toml_value(v: &Value) -> Result<toml_edit::Value, String> {
+    use serde_json::Value as J;
+    Ok(match v {
+        J::Bool(b) => (*b).into(),
+        J::Number(n) => match n.as_i64() {
+            Some(i) => i.into(),
+            None => n.as_f64().unwrap_or(f64::NAN).into(),
+        },
+        J::String(s) => s.as_str().into(),
+        J::Array(items) => {
+            let mut array = toml_edit::Array::new();
+            for item in items {
+                array.push(toml_value(item)?);
+            }
+            array.into()
+        }
+        J::Object(map) => {
+            let mut table = toml_edit::InlineTable::new();
+            for (k, item) in map {
+                table.insert(k, toml_value(item)?);
+            }
+            table.into()
+        }
+        J::Null => return Err("a parameter value cannot be null in TOML".into()),
+    })
 }
 
 impl Harness {

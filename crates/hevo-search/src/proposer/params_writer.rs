@@ -31,17 +31,15 @@ pub fn write_candidate(
     dest: &Path,
 ) -> Result<(), String> {
     let err = |e: std::io::Error| format!("cannot write `{}`: {e}", dest.display());
-    let mut manifest = Harness::load(parent_code)
-        .map_err(|e| e.to_string())?
-        .manifest;
+    // Loaded first: a parent whose manifest is invalid writes nothing.
+    Harness::load(parent_code).map_err(|e| e.to_string())?;
+    let manifest = parent_code.join("harness.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read `{}`: {e}", manifest.display()))?;
+    let edited = hevo_runtime::harness::edited_manifest(&text, &meta.name, config)?;
     copy_dir(parent_code, dest).map_err(err)?;
-    for (name, value) in config {
-        if let Some(spec) = manifest.params.get_mut(name) {
-            spec.default = value.clone();
-        }
-    }
-    manifest.name = Some(meta.name.clone());
-    manifest.write(dest).map_err(|e| e.to_string())?;
+    std::fs::write(dest.join("harness.toml"), edited).map_err(err)?;
+    Harness::load(dest).map_err(|e| e.to_string())?;
     let meta_text = toml::to_string(meta).map_err(|e| e.to_string())?;
     std::fs::write(dest.join("candidate.toml"), meta_text).map_err(err)?;
     Ok(())
@@ -83,5 +81,54 @@ mod tests {
         assert_eq!(written, new);
         assert!(dest.join("h.py").exists());
         assert!(dest.join("candidate.toml").exists());
+    }
+
+    /// The candidate's `harness.toml` differs from its parent's only in the changed lines:
+    /// a rewrite through serde dropped comments, wrote `10` as `10.0` and expanded tables,
+    /// so `hevo show` diffed the whole file.
+    #[test]
+    fn only_the_changed_defaults_and_the_name_differ_from_the_parent() {
+        let parent_text = "# the rules harness\nname = \"p\"\nentry = [\"python3\", \"h.py\"]\ntimeout_s = 10\n\n[params]\n# how many examples\nshots = { values = [0, 2, 4], default = 0 }  # few\nmode = { values = [\"a\", \"b\"], default = \"a\" }\n\n[params.temp]\nvalues = [0.0, 0.5]\ndefault = 0.0\n";
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().join("parent");
+        std::fs::create_dir_all(&parent).unwrap();
+        std::fs::write(parent.join("harness.toml"), parent_text).unwrap();
+        std::fs::write(parent.join("h.py"), "print(1)\n").unwrap();
+        let (_, mut config) = read_params(&parent).unwrap();
+        config.insert("shots".into(), json!(4));
+        config.insert("temp".into(), json!(0.5));
+        let meta = CandidateMeta {
+            name: "p.i1c0".into(),
+            parent: Some("p".into()),
+            iteration: 1,
+            hypothesis: String::new(),
+            axis: "exploitation".into(),
+            components: vec![],
+        };
+        let dest = tmp.path().join("c");
+        write_candidate(&parent, &config, &meta, &dest).unwrap();
+        let written = std::fs::read_to_string(dest.join("harness.toml")).unwrap();
+        let changed: Vec<(&str, &str)> = parent_text
+            .lines()
+            .zip(written.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(
+            changed,
+            vec![
+                ("name = \"p\"", "name = \"p.i1c0\""),
+                (
+                    "shots = { values = [0, 2, 4], default = 0 }  # few",
+                    "shots = { values = [0, 2, 4], default = 4 }  # few"
+                ),
+                ("default = 0.0", "default = 0.5"),
+            ],
+            "{written}"
+        );
+        assert_eq!(
+            parent_text.lines().count(),
+            written.lines().count(),
+            "{written}"
+        );
     }
 }
