@@ -1,6 +1,7 @@
 //! What `hevo run` checks before any work (no run directory, no phase 0, no trial): the
-//! seed folders, the suite (built first by `setup` when it is missing), its `val` tasks
-//! and, with `--finalize`, the `test` tasks the search will end on.
+//! seed folders, the provider keys its backends need, the suite (built first by `setup`
+//! when it is missing), its `val` tasks and, with `--finalize`, the `test` tasks the search
+//! will end on.
 
 use std::path::Path;
 
@@ -16,6 +17,7 @@ pub fn before_work(
     log: &mut dyn FnMut(&str),
 ) -> Result<(), CliError> {
     config.check_seeds(config_file).map_err(CliError::user)?;
+    config.check_api_keys(config_file).map_err(CliError::user)?;
     let suite_dir = config.resolve(config_file, &config.suite);
     if !suite_dir.join("tasks.jsonl").exists() {
         if let Some(setup) = &config.setup {

@@ -191,3 +191,56 @@ fn an_empty_tasks_file_is_named_with_the_format() {
     let e = refused_before_work(&run(&dir, &[]), &dir, &said);
     assert!(!e.contains("no `val` tasks"), "{e}");
 }
+
+/// A backend whose API key variable is not set was found when the backends loaded, after
+/// the run directory was made, with no line and no fix; an `anthropic` backend without
+/// `api_key_env` reads `ANTHROPIC_API_KEY`.
+#[test]
+fn a_missing_provider_key_is_named_by_its_line_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    threshold_copy(
+        &dir,
+        &[(
+            "[model]\n",
+            "[model]\ndefault_model = \"m\"\n\n[[model.backends]]\nname = \"api\"\n\
+             kind = \"openai\"\napi_key_env = \"HEVO_TEST_NO_SUCH_KEY\"\n\n\
+             [[model.models]]\nname = \"m\"\nbackend = \"api\"\nupstream_model = \"gpt-4o-mini\"\n",
+        )],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .arg("run")
+        .arg(&dir)
+        .env_remove("HEVO_TEST_NO_SUCH_KEY")
+        .output()
+        .unwrap();
+    refused_before_work(
+        &out,
+        &dir,
+        &[
+            "hevo.toml:14: `model.backends.0.api_key_env` (backend `api`)",
+            "export HEVO_TEST_NO_SUCH_KEY=<your key>",
+        ],
+    );
+    let text = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace(
+            "kind = \"openai\"\napi_key_env = \"HEVO_TEST_NO_SUCH_KEY\"",
+            "kind = \"anthropic\"",
+        );
+    std::fs::write(dir.join("hevo.toml"), text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .arg("run")
+        .arg(&dir)
+        .env("ANTHROPIC_API_KEY", " ")
+        .output()
+        .unwrap();
+    refused_before_work(
+        &out,
+        &dir,
+        &[
+            "hevo.toml:11: `model.backends.0` (backend `api`)",
+            "`ANTHROPIC_API_KEY`",
+        ],
+    );
+}

@@ -107,6 +107,18 @@ pub struct BackendSpec {
     pub context_size: Option<u32>,
 }
 
+impl BackendSpec {
+    /// The environment variable that holds this backend's API key: `api_key_env`, else
+    /// `ANTHROPIC_API_KEY` for an `anthropic` backend; none for the others.
+    pub fn key_var(&self) -> Option<&str> {
+        match (self.kind, self.api_key_env.as_deref()) {
+            (_, Some(var)) => Some(var),
+            (BackendKind::Anthropic, None) => Some("ANTHROPIC_API_KEY"),
+            _ => None,
+        }
+    }
+}
+
 /// The longest `timeout_s` accepted: 7 days, hevo's bound on every duration a user writes.
 pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
 
@@ -257,7 +269,7 @@ impl ModelLayerConfig {
                         .base_url
                         .as_deref()
                         .unwrap_or("https://api.anthropic.com");
-                    let var = spec.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+                    let var = spec.key_var().unwrap_or("ANTHROPIC_API_KEY");
                     let mut c = AnthropicConfig::new(&spec.name, base, var);
                     c.retry = retry;
                     c.timeout = timeout;

@@ -107,7 +107,11 @@ pub(crate) fn read_key(backend: &str, var: &str) -> Result<String, crate::LlmErr
         Ok(key) if !key.trim().is_empty() => Ok(key),
         _ => Err(crate::LlmError::BackendConfig {
             backend: backend.to_owned(),
-            message: format!("environment variable `{var}` (the API key) is not set"),
+            message: format!(
+                "environment variable `{var}` (its API key) is not set or empty: export \
+                 {var}=<your key> and run again (hevo gives it to this backend only, never to \
+                 harness code)"
+            ),
         }),
     }
 }

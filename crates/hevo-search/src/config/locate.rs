@@ -4,7 +4,9 @@
 
 use toml_edit::{ImDocument, Item, TableLike};
 
-/// The 1-based line of `dotted` (e.g. `budget.max_evaluations`) in `text`, if it is there.
+/// The 1-based line of `dotted` (e.g. `budget.max_evaluations`, or
+/// `model.backends.1.api_key_env` for a key of the second `[[model.backends]]`) in `text`,
+/// if it is there.
 pub fn key_line(text: &str, dotted: &str) -> Option<usize> {
     let doc = ImDocument::parse(text).ok()?;
     let mut table: &dyn TableLike = doc.as_table();
@@ -15,7 +17,16 @@ pub fn key_line(text: &str, dotted: &str) -> Option<usize> {
             let at = key.span().or_else(|| item.span())?.start;
             return Some(hevo_runtime::suite::line_of(text, at));
         }
-        table = item.as_table_like()?;
+        table = match item {
+            Item::ArrayOfTables(array) => {
+                let entry = array.get(parts.next()?.parse::<usize>().ok()?)?;
+                if parts.peek().is_none() {
+                    return Some(hevo_runtime::suite::line_of(text, entry.span()?.start));
+                }
+                entry
+            }
+            _ => item.as_table_like()?,
+        };
     }
     None
 }
@@ -52,6 +63,16 @@ mod tests {
     const TEXT: &str =
         "seed = 1\n\n[search]\niterations = \"x\"\n\n[budget]\nmax_evaluations = 30\n\
                         [[model.backends]]\nname = \"a\"\nkind = 3\n";
+
+    #[test]
+    fn finds_the_line_of_a_key_of_an_array_of_tables_entry() {
+        let text = "[[model.backends]]\nname = \"a\"\n\n[[model.backends]]\nname = \"b\"\n\
+                    api_key_env = \"K\"\n";
+        assert_eq!(key_line(text, "model.backends.1.api_key_env"), Some(6));
+        assert_eq!(key_line(text, "model.backends.0.name"), Some(2));
+        assert_eq!(key_line(text, "model.backends.1"), Some(4));
+        assert_eq!(key_line(text, "model.backends.2.name"), None);
+    }
 
     #[test]
     fn finds_the_line_of_a_dotted_key() {

@@ -16,6 +16,7 @@ mod error;
 mod evaluation;
 mod executor;
 mod gateway;
+mod keys;
 pub mod locate;
 mod objective;
 mod paths;
