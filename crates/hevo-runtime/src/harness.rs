@@ -105,46 +105,47 @@ impl Manifest {
                 err.message()
             ),
         })?;
-        let invalid = |message: String| HarnessError::Invalid {
+        // The error at the line of the dotted key `at`.
+        let invalid = |at: &str, message: String| HarnessError::Invalid {
             path: path.to_path_buf(),
-            line: None,
+            line: crate::toml_line::key_line(text, at),
             message,
         };
         if manifest.entry.is_empty() || manifest.entry[0].trim().is_empty() {
             return Err(invalid(
+                "entry",
                 "`entry` must be a non-empty command, e.g. `entry = [\"python3\", \"harness.py\"]`"
                     .into(),
             ));
         }
         if matches!(&manifest.prepare, Some(p) if p.is_empty()) {
             return Err(invalid(
+                "prepare",
                 "`prepare` must be a non-empty command or be left out".into(),
             ));
         }
         if let Some(t) = manifest.timeout_s {
             if let Err(message) = crate::limits::time_limit("`timeout_s`", t) {
-                return Err(HarnessError::Invalid {
-                    path: path.to_path_buf(),
-                    line: text
-                        .lines()
-                        .position(|l| l.trim_start().starts_with("timeout_s"))
-                        .map(|i| i + 1),
-                    message,
-                });
+                return Err(invalid("timeout_s", message));
             }
         }
         for (key, spec) in &manifest.params {
             if spec.values.is_empty() {
-                return Err(invalid(format!(
-                    "[params] `{key}` has no `values`; list the values it may take"
-                )));
+                return Err(invalid(
+                    &format!("params.{key}"),
+                    format!("[params] `{key}` has no `values`; list the values it may take"),
+                ));
             }
             if !spec.values.contains(&spec.default) {
-                return Err(invalid(format!(
-                    "[params] `{key}`: default {} is not one of its values {}",
-                    spec.default,
-                    Value::Array(spec.values.clone())
-                )));
+                return Err(invalid(
+                    &format!("params.{key}.default"),
+                    format!(
+                        "[params] `{key}`: default {} is not one of its values {}; make it one \
+                         of them",
+                        spec.default,
+                        Value::Array(spec.values.clone())
+                    ),
+                ));
             }
         }
         Ok(manifest)
@@ -308,9 +309,11 @@ impl Harness {
         {
             let program = crate::launch::resolve_program(&argv[0], &env);
             if !program.is_file() {
+                let path = self.dir.join("harness.toml");
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
                 return Err(HarnessError::Invalid {
-                    path: self.dir.join("harness.toml"),
-                    line: None,
+                    line: crate::toml_line::key_line(&text, key),
+                    path,
                     message: format!(
                         "`{key}`: program `{}` not found (neither on PATH nor in the harness \
                          directory); fix `{key}` or install it",
@@ -439,6 +442,42 @@ mod tests {
         assert_eq!(content_hash(&h.dir).unwrap(), before);
         std::fs::write(d.path().join("h.py"), "print(2)").unwrap();
         assert_ne!(content_hash(&h.dir).unwrap(), before);
+    }
+
+    /// Every manifest error names the line of its key (they named only the file).
+    #[test]
+    fn manifest_errors_name_the_line_of_their_key() {
+        let path = Path::new("h/harness.toml");
+        let cases = [
+            ("# c\nentry = []\n", 2, "non-empty command"),
+            ("entry = [\"x\"]\n\nprepare = []\n", 3, "`prepare` must be"),
+            ("entry = [\"x\"]\ntimeout_s = -1\n", 2, "timeout_s"),
+            (
+                "entry = [\"x\"]\n[params]\na = { values = [1], default = 1 }\n[params.b]\nvalues = [1, 2]\ndefault = 3\n",
+                6,
+                "default 3 is not one of its values [1,2]",
+            ),
+            ("entry = [\"x\"]\n[params.c]\nvalues = []\ndefault = 1\n", 2, "has no `values`"),
+        ];
+        for (text, line, needle) in cases {
+            let err = Manifest::parse(text, path).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("h/harness.toml:{line}: ")) && err.contains(needle),
+                "{text:?}: {err}"
+            );
+        }
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("harness.toml"),
+            "# c\n\nentry = [\"no-such-program-x\"]\n",
+        )
+        .unwrap();
+        let err = Harness::load(d.path())
+            .unwrap()
+            .check_programs()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("harness.toml:3: `entry`: program"), "{err}");
     }
 
     /// A link to `/dev/zero` or to a FIFO in a harness fails the hash at once: before, the

@@ -63,5 +63,6 @@ pub mod store;
 pub mod suite;
 pub mod task;
 pub mod tests_lock;
+pub mod toml_line;
 pub mod trial;
 pub mod untrusted;
