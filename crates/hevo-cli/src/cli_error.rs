@@ -39,6 +39,23 @@ impl CliError {
     }
 }
 
+/// What `--json` prints on stdout when a signal stopped the command: scripts read why it
+/// stopped and how to resume (the same command line) from the same place as a finished
+/// command's document (`{"stopped": "SIGINT", "exit_code": 130, "run_dir": ..., "resume":
+/// ...}`).
+pub fn print_stopped_json(reason: CancelReason, run_dir: &std::path::Path) {
+    let resume = std::env::args().collect::<Vec<_>>().join(" ");
+    println!(
+        "{}",
+        serde_json::json!({
+            "stopped": reason.to_string(),
+            "exit_code": reason.exit_code(),
+            "run_dir": run_dir,
+            "resume": resume,
+        })
+    );
+}
+
 /// The error and its causes, `: `-separated as `{:#}` prints them, leaving out a cause whose
 /// text is already there: many errors write their source into their own message and also
 /// return it as `source()`, which `{:#}` would print twice ("File exists (os error 17):

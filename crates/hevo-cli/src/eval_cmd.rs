@@ -129,6 +129,9 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                  Run the same command again to resume.",
                 plan.run_dir.display()
             );
+            if args.json {
+                crate::cli_error::print_stopped_json(reason, &plan.run_dir);
+            }
             return Ok(ExitCode::from(reason.exit_code()));
         }
         Err(e) => return Err(to_cli(e)),

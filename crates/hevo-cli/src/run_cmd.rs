@@ -229,6 +229,9 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                     run_dir.display(),
                     args.path.display()
                 );
+                if args.json {
+                    crate::cli_error::print_stopped_json(reason, &run_dir);
+                }
                 return Ok(ExitCode::from(reason.exit_code()));
             }
             return Err(if e.is_user_error() {

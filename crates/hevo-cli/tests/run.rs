@@ -589,6 +589,15 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     assert!(!stderr.contains("rejected"), "{stderr}");
+    // --json says why it stopped and how to resume (stdout was empty).
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        (&doc["stopped"], &doc["exit_code"]),
+        (&serde_json::json!("SIGTERM"), &serde_json::json!(143)),
+        "{doc}"
+    );
+    assert!(doc["resume"].as_str().unwrap().contains("run --json"), "{doc}");
     let run_dir = dir.join("runs/threshold");
     assert!(!run_dir.join("search.json").exists(), "{stderr}");
 
