@@ -597,7 +597,10 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
         (&serde_json::json!("SIGTERM"), &serde_json::json!(143)),
         "{doc}"
     );
-    assert!(doc["resume"].as_str().unwrap().contains("run --json"), "{doc}");
+    assert!(
+        doc["resume"].as_str().unwrap().contains("run --json"),
+        "{doc}"
+    );
     let run_dir = dir.join("runs/threshold");
     assert!(!run_dir.join("search.json").exists(), "{stderr}");
 

@@ -265,6 +265,21 @@ impl Call {
         ))
     }
 
+    /// `record` as the ledger keeps it: bounded ([`CallRecord::bounded`]) and with every
+    /// provider key an upstream quoted replaced ([`Gateway::scrubbed`]).
+    fn ledger_row(&self, record: &CallRecord) -> CallRecord {
+        let mut row = record.bounded();
+        let clean = |text: Option<String>| text.map(|t| self.gateway.scrubbed(&t).into_owned());
+        row.error = clean(row.error);
+        row.upstream_error = clean(row.upstream_error);
+        row
+    }
+
+    /// An upstream's answer as the gateway passes it on: its provider keys replaced.
+    pub(crate) fn scrubbed_bytes(&self, bytes: axum::body::Bytes) -> axum::body::Bytes {
+        self.gateway.scrubbed_bytes(bytes)
+    }
+
     /// Turns a translation [`Refusal`] into the 400 this backend answers.
     pub(crate) fn refuse(&self, refusal: Refusal) -> ApiError {
         match refusal {
@@ -322,14 +337,16 @@ impl Call {
         } else {
             ErrorKind::InvalidRequest
         };
-        let api_error = ApiError::new(self.dialect, kind, err.to_string());
+        // An upstream's error text can quote the key it was sent.
+        let message = self.gateway.scrubbed(&err.to_string()).into_owned();
+        let api_error = ApiError::new(self.dialect, kind, message.clone());
         let status = match kind {
             ErrorKind::Backend => CallStatus::BackendError,
             _ => CallStatus::BadRequest,
         };
         let retries = Retries {
             count: err.retries(),
-            last_error: Some(err.to_string()),
+            last_error: Some(message),
         };
         self.record_failure_after(status, &api_error.message, &retries);
         self.trace(
@@ -377,7 +394,7 @@ impl Call {
         let mut record = self.base_record(status, Some(message.to_owned()));
         record.retries = retries.count;
         record.upstream_error = retries.last_error.clone();
-        self.gateway.inner.sink.record(&record.bounded());
+        self.gateway.inner.sink.record(&self.ledger_row(&record));
     }
 
     /// Reserves a slot and the call's maximum tokens and cost (the `bound` that
@@ -475,7 +492,7 @@ impl Call {
                 state.usage.budget_exceeded = true;
             }
         }
-        inner.sink.record(&record.bounded());
+        inner.sink.record(&self.ledger_row(&record));
     }
 
     /// Answers a translated request from the cache or the backend, then prices, counts and

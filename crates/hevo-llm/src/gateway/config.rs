@@ -15,6 +15,7 @@ use crate::price::PriceTable;
 
 use super::limits::Budget;
 use super::live::Live;
+use super::scrub;
 use super::trace::RunTraceBudget;
 use super::{Gateway, Inner, Route, RunState};
 
@@ -153,6 +154,7 @@ impl Gateway {
                     config.run_caps.bytes_in_flight(Scope::Run),
                 ),
                 trace_budget: RunTraceBudget::new(config.run_caps.trace_bytes(Scope::Run)),
+                secrets: scrub::secrets_of(&secret_vars),
                 secret_vars,
             }),
         };

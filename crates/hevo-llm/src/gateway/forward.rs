@@ -84,6 +84,7 @@ async fn send(call: Call, request: RawRequest, hide_usage_chunk: bool, answer: A
     let content_type = reply.content_type.clone();
     match reply.body {
         RawBody::Full(bytes) => {
+            let bytes = call.scrubbed_bytes(bytes);
             let value = serde_json::from_slice::<Value>(&bytes)
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
             if status.is_success() {

@@ -42,6 +42,7 @@ mod openai_api;
 mod responses_api;
 mod routes;
 mod same_api;
+mod scrub;
 mod server;
 mod sse;
 mod stamp;
@@ -155,6 +156,9 @@ struct Inner {
     budget: Budget,
     trace_budget: RunTraceBudget,
     secret_vars: Vec<String>,
+    /// The provider keys those variables held when the gateway started: replaced in every
+    /// text an upstream sent that hevo passes on, stores or traces ([`Gateway::scrubbed`]).
+    secrets: Vec<String>,
 }
 
 /// The gateway's state: routes, prices, trials and totals. Cheap to clone; serve it with

@@ -49,6 +49,7 @@ mod openai_upstream;
 mod refusals;
 mod same_api;
 mod scripted;
+mod scrub;
 mod sdk_clients;
 mod stalls;
 mod stream_ends;
