@@ -217,8 +217,9 @@ impl InFlight {
 
     /// Adds `other`'s reservation.
     pub fn add(&mut self, other: &InFlight) {
-        self.calls += other.calls;
-        self.tokens += other.tokens;
+        // Saturating: a reservation near u64::MAX must hold the cap shut, not wrap it open.
+        self.calls = self.calls.saturating_add(other.calls);
+        self.tokens = self.tokens.saturating_add(other.tokens);
         self.cost_usd += other.cost_usd;
     }
 
