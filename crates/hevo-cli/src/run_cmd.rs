@@ -324,6 +324,16 @@ fn print_run(
             "runner-up: {} estimate {:.3} [{:.3}, {:.3}]\n",
             r.name, r.estimate.value, r.estimate.ci_low, r.estimate.ci_high
         );
+        if r.estimate.value > p.estimate.value && r.estimate.ci_high > r.estimate.ci_low {
+            text += &format!(
+                "  (its estimate is above the pick's but rests on a sample of tasks; the pick \
+                 rests on exact scores, and a sampled candidate is picked only when it clears \
+                 them clearly. To settle it: `hevo show {run} {name}` names its code, `hevo \
+                 eval` that on every val task; or search with a larger rho)\n",
+                run = report.run_dir.display(),
+                name = r.name
+            );
+        }
     }
     // Candidates of an iteration the evaluation budget stopped have no estimate.
     let estimated = report

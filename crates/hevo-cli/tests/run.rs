@@ -747,3 +747,40 @@ fn status_says_when_the_pick_has_no_test_score_after_the_search_went_on() {
     assert!(!text.contains("has no test score yet"), "{text}");
     assert!(text.contains(new_pick), "{text}");
 }
+
+/// The sentiment example's runner-up estimates above its pick (a seed known exactly) from
+/// 7 sampled tasks: the output says why the pick stands and how to settle it (it printed
+/// the two lines alone, which read as a wrong pick).
+#[test]
+fn a_runner_up_estimated_above_the_pick_is_explained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sentiment");
+    support::example_copy("sentiment", &dir);
+    let out = hevo()
+        .args(["run", "--no-progress", "--jobs", "2"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let estimate = |line: &str| -> f64 {
+        let at = line.find("estimate ").unwrap() + "estimate ".len();
+        line[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let pick = text.lines().find(|l| l.starts_with("pick: ")).unwrap();
+    let runner_up = text.lines().find(|l| l.starts_with("runner-up: ")).unwrap();
+    assert!(estimate(runner_up) > estimate(pick), "{text}");
+    assert!(
+        text.contains("rests on a sample of tasks") && text.contains("hevo show "),
+        "{text}"
+    );
+}

@@ -69,9 +69,11 @@ pub struct Ranked {
 pub struct SearchReport {
     /// The run directory.
     pub run_dir: PathBuf,
-    /// The pick: highest estimate, earliest on ties.
+    /// The pick: the strategy's choice (`default`: the best exactly known candidate unless a
+    /// sampled one clears it clearly), with its selection-adjusted interval.
     pub pick: Ranked,
-    /// The runner-up, if there is one.
+    /// The best-estimated candidate other than the pick, if there is one (its estimate can
+    /// be above the pick's: a sampled estimate the strategy did not trust enough).
     pub runner_up: Option<Ranked>,
     /// Every candidate, best first.
     pub candidates: Vec<Ranked>,
