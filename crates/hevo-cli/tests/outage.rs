@@ -8,8 +8,9 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
+use support::upstream::PythonServer;
 use support::write;
 
 /// The scripted provider. Answers a chat completion `ROLE:x` with `high` when x >= 6, else
@@ -79,9 +80,10 @@ echo ROLE > pending/c/role.txt
 printf 'name = "ROLE"\nparent = "seed"\n' > pending/c/candidate.toml
 "#;
 
-/// The scripted upstream, killed when dropped.
+/// The scripted upstream ([`UPSTREAM`]) and its log.
 struct Upstream {
-    child: std::process::Child,
+    /// Kept for its lifetime: dropping it stops the server.
+    _server: PythonServer,
     port: u16,
     log: PathBuf,
 }
@@ -89,34 +91,16 @@ struct Upstream {
 impl Upstream {
     fn start(dir: &Path) -> Upstream {
         let log = dir.join("upstream.log");
-        let mut child = Command::new("python3")
-            .args(["-c", UPSTREAM])
-            .arg(&log)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        let server = PythonServer::start(UPSTREAM, &[log.as_os_str()]);
         Upstream {
-            child,
-            port: line.trim().parse().unwrap(),
+            port: server.port,
+            _server: server,
             log,
         }
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

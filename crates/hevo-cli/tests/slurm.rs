@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod support;
+
+use support::upstream::PythonServer;
+
 /// The built hevo, given the scripted upstream's key ([`scripted_model`]) as a user's
 /// provider key would be.
 fn hevo() -> Command {
@@ -584,28 +588,6 @@ fn host_ip() -> Option<String> {
         .map(str::to_string)
 }
 
-/// The scripted upstream ([`ECHO_UPSTREAM`]) on loopback, killed when dropped.
-struct Upstream(std::process::Child);
-
-impl Upstream {
-    /// Starts it and returns it with its port.
-    fn start() -> (Upstream, u16) {
-        let mut child = Command::new("python3")
-            .args(["-c", ECHO_UPSTREAM])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let port = line.trim().parse().unwrap();
-        (Upstream(child), port)
-    }
-}
-
 /// A `[model]` table routing model `m` to the scripted upstream on `port` (free of charge;
 /// the upstream key from `HEVO_TEST_SCRIPTED_KEY`).
 fn scripted_model(port: u16) -> String {
@@ -618,13 +600,6 @@ fn scripted_model(port: u16) -> String {
     )
 }
 
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn slurm_jobs_call_the_model_through_the_gateway_on_the_advertised_address() {
     if !cluster() {
@@ -632,7 +607,8 @@ fn slurm_jobs_call_the_model_through_the_gateway_on_the_advertised_address() {
     }
     let ip = host_ip().expect("this machine has a non-loopback IPv4 address");
     let tmp = tempfile::tempdir().unwrap();
-    let (_upstream, port) = Upstream::start();
+    let upstream = PythonServer::start(ECHO_UPSTREAM, &[]);
+    let port = upstream.port;
     let urls = tmp.path().join("urls.log");
     let setup = Setup {
         entry: "[\"python3\", \"h.py\"]".into(),
@@ -704,7 +680,8 @@ fn a_job_reattached_after_a_restart_keeps_its_model_access() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (_upstream, port) = Upstream::start();
+    let upstream = PythonServer::start(ECHO_UPSTREAM, &[]);
+    let port = upstream.port;
     let log = tmp.path().join("starts.log");
     // The gateway at its default, a free loopback port: the restarted hevo must take the
     // same port again, and the jobs' keys must be valid in the new gateway.

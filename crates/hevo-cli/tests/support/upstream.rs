@@ -52,3 +52,39 @@ pub fn upstream(dir: &Path, command: &str) -> Upstream {
         log,
     }
 }
+
+/// A Python HTTP server on loopback: `python3 -c CODE ARGS...`, where `code` prints the
+/// server's port as its first line; killed when dropped.
+pub struct PythonServer {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl PythonServer {
+    /// Starts `code` with `args` and reads its port.
+    pub fn start(code: &str, args: &[&std::ffi::OsStr]) -> PythonServer {
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(code)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        PythonServer {
+            child,
+            port: line.trim().parse().expect("the server prints its port"),
+        }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
