@@ -210,7 +210,7 @@ impl ModelLayer {
     /// in the same ledger.
     pub fn proposer_env(&self, trace_dir: &Path) -> ModelEnv {
         match &self.local_access {
-            Some(access) => match access.open("proposer", trace_dir) {
+            Some(access) => match access.open("proposer", trace_dir, &Default::default()) {
                 Ok((env, ticket)) => {
                     self.open_tickets.lock().expect("tickets lock").push(ticket);
                     env

@@ -298,20 +298,7 @@ fn a_retried_trials_row_counts_every_attempts_calls() {
     let dir = tmp.path().join("outage");
     search(&dir, up.port, "unused");
     write(&dir.join("seed/h.py"), TWO_CALLS);
-    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
-        .arg("eval")
-        .arg(dir.join("seed"))
-        .arg("--suite")
-        .arg(&dir)
-        .arg("--model-config")
-        .arg(dir.join("hevo.toml"))
-        .arg("--run-dir")
-        .arg(dir.join("ev"))
-        .args(["--no-progress", "--json", "--jobs", "1"])
-        .env("HEVO_SANDBOX", "off")
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
-        .output()
-        .unwrap();
+    let out = eval_two_calls(&dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let db = rusqlite::Connection::open(dir.join("ev/hevo.db")).unwrap();
     let (rows, attempts, row_tokens): (i64, i64, i64) = db
@@ -336,4 +323,61 @@ fn a_retried_trials_row_counts_every_attempts_calls() {
         .unwrap();
     assert_eq!(answered, attempts, "one answered call per attempt");
     assert_eq!(row_tokens, ledger_tokens, "the rows are the ledger's sums");
+}
+
+/// `hevo eval` of the search's seed (the [`TWO_CALLS`] harness) on its val tasks, one at a
+/// time, into `DIR/ev`.
+fn eval_two_calls(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .arg("eval")
+        .arg(dir.join("seed"))
+        .arg("--suite")
+        .arg(dir)
+        .arg("--model-config")
+        .arg(dir.join("hevo.toml"))
+        .arg("--run-dir")
+        .arg(dir.join("ev"))
+        .args(["--no-progress", "--json", "--jobs", "1"])
+        .env("HEVO_SANDBOX", "off")
+        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .output()
+        .unwrap()
+}
+
+/// A trial's caps hold across its attempts: each retry after an infrastructure error had
+/// a fresh key with the whole per-trial cap again, so a harness provoking upstream errors
+/// could spend three times its cap.
+#[test]
+fn a_trials_cap_holds_across_its_retried_attempts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let up = Upstream::start(tmp.path());
+    let dir = tmp.path().join("outage");
+    search(&dir, up.port, "unused");
+    write(&dir.join("seed/h.py"), TWO_CALLS);
+    let config = std::fs::read_to_string(dir.join("hevo.toml")).unwrap()
+        + "[model.caps.trial]\nmax_calls = 2\n";
+    write(&dir.join("hevo.toml"), &config);
+    let out = eval_two_calls(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let db = rusqlite::Connection::open(dir.join("ev/hevo.db")).unwrap();
+    let most: i64 = db
+        .query_row(
+            "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM model_calls WHERE status = 'ok'
+             GROUP BY trial_key)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(
+        most, 2,
+        "answered calls of one trial over its attempts: {stderr}"
+    );
+    let refused: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM model_calls WHERE status = 'budget_exceeded'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(refused > 0, "{stderr}");
 }

@@ -258,6 +258,19 @@ pub enum Scope {
 }
 
 impl Caps {
+    /// These caps less what `spent` already used: what is left for a trial's next attempt
+    /// (its earlier attempts' calls were answered and billed).
+    pub fn after(&self, spent: &TrialUsage) -> Caps {
+        Caps {
+            max_tokens: self
+                .max_tokens
+                .map(|m| m.saturating_sub(spent.total_tokens())),
+            max_cost_usd: self.max_cost_usd.map(|m| (m - spent.cost_usd).max(0.0)),
+            max_calls: self.max_calls.map(|m| m.saturating_sub(spent.calls)),
+            ..*self
+        }
+    }
+
     /// No spending limits (resource limits at their defaults).
     pub const UNLIMITED: Caps = Caps {
         max_tokens: None,

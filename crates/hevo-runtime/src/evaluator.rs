@@ -577,6 +577,7 @@ impl Workers {
                 ),
                 trace_prefix: trace_prefix.clone(),
                 cancel: self.cancel.clone(),
+                spent,
             };
             let r = run_trial(&*self.launcher, &self.scorer, &self.settings, req).await;
             spent.absorb(&r.usage);

@@ -70,8 +70,15 @@ impl Ticket {
 /// Hands out per-trial model credentials and reports each trial's spend.
 pub trait ModelAccess: Send + Sync {
     /// Opens a trial: the variables that point its SDKs at the gateway with a fresh key.
-    /// Calls are traced to `<trace_dir>/model_calls.jsonl`.
-    fn open(&self, trial_id: &str, trace_dir: &Path) -> Result<(ModelEnv, Ticket), String>;
+    /// Calls are traced to `<trace_dir>/model_calls.jsonl`. `spent` is what the trial's
+    /// earlier attempts used (a retry after an infrastructure error): its caps are what is
+    /// left of the trial's.
+    fn open(
+        &self,
+        trial_id: &str,
+        trace_dir: &Path,
+        spent: &TrialUsage,
+    ) -> Result<(ModelEnv, Ticket), String>;
     /// Expires the trial's key and returns its totals (spend, cap and upstream faults), once
     /// the calls it still had in flight have ended.
     fn close(&self, ticket: Ticket) -> CloseFuture<'_>;
@@ -202,18 +209,22 @@ impl GatewayAccess {
 }
 
 impl ModelAccess for GatewayAccess {
-    fn open(&self, trial_id: &str, trace_dir: &Path) -> Result<(ModelEnv, Ticket), String> {
+    fn open(
+        &self,
+        trial_id: &str,
+        trace_dir: &Path,
+        spent: &TrialUsage,
+    ) -> Result<(ModelEnv, Ticket), String> {
+        let caps = self.trial_caps.after(spent);
         let key = match &self.secret {
             Some(secret) => self.gateway.open_keyed_trial(
                 trial_id,
                 Default::default(),
                 trace_dir,
-                self.trial_caps,
+                caps,
                 secret.key(trial_id, trace_dir),
             ),
-            None => self
-                .gateway
-                .open_trial(trial_id, trace_dir, self.trial_caps),
+            None => self.gateway.open_trial(trial_id, trace_dir, caps),
         }
         .map_err(|e| e.to_string())?;
         let env = ModelEnv {

@@ -67,14 +67,13 @@ pub(crate) async fn prepare(
     // land in the ledger like a trial's.
     let ticket = match &settings.model_access {
         Some(access) => {
-            let (model_env, ticket) =
-                access
-                    .open(&prepare_id, &trace)
-                    .map_err(|e| EvalError::Prepare {
-                        harness: harness.name.clone(),
-                        message: format!("cannot open a gateway key: {e}"),
-                        trace: trace.clone(),
-                    })?;
+            let (model_env, ticket) = access
+                .open(&prepare_id, &trace, &Default::default())
+                .map_err(|e| EvalError::Prepare {
+                    harness: harness.name.clone(),
+                    message: format!("cannot open a gateway key: {e}"),
+                    trace: trace.clone(),
+                })?;
             env.extend(model_env.vars());
             Some(ticket)
         }

@@ -121,6 +121,8 @@ pub struct TrialRequest<'a> {
     pub trace_prefix: PathBuf,
     /// Cancels the trial (its process group is killed) when it turns `true`.
     pub cancel: Cancel,
+    /// What the trial's earlier attempts spent (this attempt's caps are what is left).
+    pub spent: hevo_llm::TrialUsage,
 }
 
 /// What one trial produced.
@@ -280,7 +282,7 @@ async fn run_trial_inner(
         ));
     }
     let ticket = match &settings.model_access {
-        Some(access) => match access.open(&req.trial_id, &req.trace_prefix) {
+        Some(access) => match access.open(&req.trial_id, &req.trace_prefix, &req.spent) {
             Ok((model_env, ticket)) => {
                 env.extend(model_env.vars());
                 Some(ticket)

@@ -385,7 +385,12 @@ struct Keys {
 }
 
 impl ModelAccess for Keys {
-    fn open(&self, _trial: &str, _trace: &Path) -> Result<(ModelEnv, Ticket), String> {
+    fn open(
+        &self,
+        _trial: &str,
+        _trace: &Path,
+        _spent: &hevo_llm::TrialUsage,
+    ) -> Result<(ModelEnv, Ticket), String> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let key = format!("sk-trial-{n}");
         let env = ModelEnv {
@@ -727,8 +732,13 @@ struct Leaky {
 }
 
 impl ModelAccess for Leaky {
-    fn open(&self, trial: &str, trace: &Path) -> Result<(ModelEnv, Ticket), String> {
-        let (env, ticket) = self.inner.open(trial, trace)?;
+    fn open(
+        &self,
+        trial: &str,
+        trace: &Path,
+        spent: &hevo_llm::TrialUsage,
+    ) -> Result<(ModelEnv, Ticket), String> {
+        let (env, ticket) = self.inner.open(trial, trace, spent)?;
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::fs::write(self.drop_dir.join(format!("key-{n}")), &env.openai_api_key).unwrap();
         self.over_tcp

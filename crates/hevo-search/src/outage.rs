@@ -48,7 +48,7 @@ pub fn probe(
     trace_dir: &Path,
     cancel: &Cancel,
 ) -> Result<Probe, EvalError> {
-    let (env, ticket) = match access.open(PROBE_TRIAL, trace_dir) {
+    let (env, ticket) = match access.open(PROBE_TRIAL, trace_dir, &Default::default()) {
         Ok(opened) => opened,
         Err(e) => return Ok(Probe::Down(format!("the gateway gave no key: {e}"))),
     };
