@@ -53,6 +53,10 @@ pub(crate) enum ErrorKind {
     TooLarge,
     /// The path is served, but not with the request's method (405).
     MethodNotAllowed,
+    /// The request's body stopped arriving (408).
+    Timeout,
+    /// The gateway could not hold the request (503).
+    Unavailable,
 }
 
 /// A failed call: status, kind and a message meant for the harness author. Server-side causes
@@ -82,6 +86,8 @@ impl ApiError {
             ErrorKind::Backend => StatusCode::BAD_GATEWAY,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorKind::Timeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -97,6 +103,8 @@ impl ApiError {
                     ErrorKind::Backend => ("server_error", "upstream_error"),
                     ErrorKind::TooLarge => ("invalid_request_error", "request_too_large"),
                     ErrorKind::MethodNotAllowed => ("invalid_request_error", "method_not_allowed"),
+                    ErrorKind::Timeout => ("invalid_request_error", "request_timeout"),
+                    ErrorKind::Unavailable => ("server_error", "unavailable"),
                 };
                 json!({ "error": {
                     "message": self.message, "type": kind, "param": null, "code": code } })
@@ -110,6 +118,8 @@ impl ApiError {
                     ErrorKind::Backend => "api_error",
                     ErrorKind::TooLarge => "request_too_large",
                     ErrorKind::MethodNotAllowed => "invalid_request_error",
+                    ErrorKind::Timeout => "invalid_request_error",
+                    ErrorKind::Unavailable => "api_error",
                 };
                 json!({ "type": "error", "error": { "type": kind, "message": self.message } })
             }

@@ -13,13 +13,13 @@
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::limits::Budget;
+use super::{ApiError, Dialect, ErrorKind};
 
 /// The buffer a spooled body is read back through.
 const SPOOL_CHUNK: usize = 64 << 10;
@@ -48,13 +48,16 @@ impl Intake {
 
 /// Reads `body`: in memory as long as `budgets` (`None`: none may be taken now) give each
 /// chunk's bytes at once, else spooled (see the module documentation). The error is the
-/// response to send: 408 for a body that stalled, 503 when the file cannot be written.
+/// response to send, in the caller's `dialect`: 408 for a body that stalled, 400 for one that
+/// broke off, 503 when the file cannot be written.
 pub(crate) async fn read(
     body: Body,
     budgets: Option<&[&Budget]>,
     limit: usize,
     idle: Duration,
+    dialect: Dialect,
 ) -> Result<Intake, Box<Response>> {
+    let unavailable = |err: std::io::Error| unavailable(dialect, err);
     let mut stream = body.into_data_stream();
     let most = limit as u64 + 1;
     let mut read: u64 = 0;
@@ -62,21 +65,19 @@ pub(crate) async fn read(
     let mut taken: Vec<OwnedSemaphorePermit> = Vec::new();
     let mut file = None;
     if budgets.is_none() {
-        file = Some(spool_file(&[]).await?);
+        file = Some(spool_file(&[]).await.map_err(unavailable)?);
     }
     while read < most {
         let next = tokio::time::timeout(idle, stream.next())
             .await
             .map_err(|_| {
-                Box::new(
-                    (
-                        StatusCode::REQUEST_TIMEOUT,
-                        format!(
-                            "hevo's gateway received no byte of the request body for {idle:?} \
+                refused(
+                    dialect,
+                    ErrorKind::Timeout,
+                    format!(
+                        "hevo's gateway received no byte of the request body for {idle:?} \
                          ({read} bytes came); the request is dropped"
-                        ),
-                    )
-                        .into_response(),
+                    ),
                 )
             })?;
         let mut chunk = match next {
@@ -85,12 +86,10 @@ pub(crate) async fn read(
             // the caller left or its body broke off: not a request, and nobody may be there
             // to read the answer
             Some(Err(err)) => {
-                return Err(Box::new(
-                    (
-                        StatusCode::BAD_REQUEST,
-                        format!("the request body broke off after {read} bytes: {err}"),
-                    )
-                        .into_response(),
+                return Err(refused(
+                    dialect,
+                    ErrorKind::InvalidRequest,
+                    format!("the request body broke off after {read} bytes: {err}"),
                 ))
             }
         };
@@ -100,14 +99,14 @@ pub(crate) async fn read(
         }
         read += chunk.len() as u64;
         if let Some(file) = file.as_mut() {
-            write(file, &chunk).await?;
+            write(file, &chunk).await.map_err(unavailable)?;
             continue;
         }
         match budgets.and_then(|budgets| take(budgets, chunk.len() as u64, &mut taken)) {
             Some(()) => chunks.push(chunk),
             None => {
                 chunks.push(chunk);
-                file = Some(spool_file(&chunks).await?);
+                file = Some(spool_file(&chunks).await.map_err(unavailable)?);
                 chunks = Vec::new();
                 taken = Vec::new();
             }
@@ -140,28 +139,31 @@ fn take(budgets: &[&Budget], bytes: u64, taken: &mut Vec<OwnedSemaphorePermit>) 
     Some(())
 }
 
-fn unavailable(err: std::io::Error) -> Box<Response> {
-    Box::new(
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("hevo's gateway could not hold the request body while it waited: {err}"),
-        )
-            .into_response(),
+/// The refusal `message` of `kind` in the caller's `dialect` (an SDK reads it as it reads
+/// any API error of its provider).
+fn refused(dialect: Dialect, kind: ErrorKind, message: String) -> Box<Response> {
+    Box::new(ApiError::new(dialect, kind, message).into_response())
+}
+
+fn unavailable(dialect: Dialect, err: std::io::Error) -> Box<Response> {
+    refused(
+        dialect,
+        ErrorKind::Unavailable,
+        format!("hevo's gateway could not hold the request body while it waited: {err}"),
     )
 }
 
 /// An unlinked temporary file holding `chunks`.
-async fn spool_file(chunks: &[Bytes]) -> Result<tokio::fs::File, Box<Response>> {
-    let file = tempfile::tempfile().map_err(unavailable)?;
-    let mut file = tokio::fs::File::from_std(file);
+async fn spool_file(chunks: &[Bytes]) -> std::io::Result<tokio::fs::File> {
+    let mut file = tokio::fs::File::from_std(tempfile::tempfile()?);
     for chunk in chunks {
         write(&mut file, chunk).await?;
     }
     Ok(file)
 }
 
-async fn write(file: &mut tokio::fs::File, chunk: &[u8]) -> Result<(), Box<Response>> {
-    file.write_all(chunk).await.map_err(unavailable)
+async fn write(file: &mut tokio::fs::File, chunk: &[u8]) -> std::io::Result<()> {
+    file.write_all(chunk).await
 }
 
 /// The spooled body, read back through a small buffer.

@@ -95,9 +95,9 @@ pub(crate) struct Held {
 /// a request without an open trial's key holds nothing and its body is never read.
 pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next: Next) -> Response {
     let key = api_key(request.headers()).map(str::to_owned);
+    let dialect = Dialect::of_path(request.uri().path());
     if let Some(key) = &key {
         let via = request.extensions().get::<Via>();
-        let dialect = Dialect::of_path(request.uri().path());
         if let Err(err) = gateway.check_binding(key, via, dialect) {
             return err.into_response();
         }
@@ -124,7 +124,15 @@ pub(crate) async fn hold(State(gateway): State<Gateway>, request: Request, next:
     let (parts, body) = request.into_parts();
     let slots_now = take_slots_now(&budgets);
     let free = slots_now.is_some().then_some(budgets.as_slice());
-    let intake = match read(body, free, inner.max_body_bytes, inner.body_idle_timeout).await {
+    let intake = match read(
+        body,
+        free,
+        inner.max_body_bytes,
+        inner.body_idle_timeout,
+        dialect,
+    )
+    .await
+    {
         Ok(intake) => intake,
         Err(response) => return *response,
     };

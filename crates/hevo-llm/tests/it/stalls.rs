@@ -31,19 +31,29 @@ fn stall(addr: SocketAddr, key: &TrialKey, declared: usize, sent: usize) -> TcpS
 /// The status line the gateway answers on `conn` (a guard of 120 s fails the test instead
 /// of hanging it).
 fn status_line(conn: &mut TcpStream) -> String {
+    reply(conn).lines().next().unwrap_or_default().to_owned()
+}
+
+/// What the gateway answers on `conn`: its head and the body that came with it (read until
+/// the answer pauses; a guard of 120 s for its first byte).
+fn reply(conn: &mut TcpStream) -> String {
     conn.set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     let mut reply = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !reply.windows(2).any(|w| w == b"\r\n") {
+    let mut buf = [0u8; 4096];
+    loop {
         match conn.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => reply.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                reply.extend_from_slice(&buf[..n]);
+                conn.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+            }
+            Err(_) if !reply.is_empty() => break,
             Err(err) => panic!("no answer from the gateway: {err}"),
         }
     }
-    let reply = String::from_utf8_lossy(&reply).into_owned();
-    reply.lines().next().unwrap_or_default().to_owned()
+    String::from_utf8_lossy(&reply).into_owned()
 }
 
 /// Keeps uploads alive, as slowly as a caller may: one byte to each every 200 ms (far
@@ -122,8 +132,13 @@ async fn an_upload_that_stalls_is_answered_408_after_the_idle_timeout_and_frees_
     };
     let key = t.trial("t0", caps);
     let mut stalled = stall(t.gateway.addr(), &key, 1000, 10);
-    let status = tokio::task::block_in_place(|| status_line(&mut stalled));
-    assert!(status.starts_with("HTTP/1.1 408"), "{status}");
+    let answer = tokio::task::block_in_place(|| reply(&mut stalled));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // in the caller's error format, as every other refusal (it was plain text)
+    assert!(
+        answer.contains("application/json") && answer.contains("\"code\":\"request_timeout\""),
+        "{answer}"
+    );
     let vars = [("HEVO_TEST_TIMEOUT", "120")];
     let Some(out) = t.harness("one_call.py", &key, &vars) else {
         return;
