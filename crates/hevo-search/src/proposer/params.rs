@@ -316,9 +316,12 @@ fn one_move(
                 .unwrap_or(0);
             let next = mutate_index(values, current, rng);
             config.insert(name.clone(), values[next].clone());
-            changed.push(format!("{name}={}", values[next]));
+            // The same parameter drawn twice: the second value is the one tried.
+            changed.retain(|(n, _): &(&String, String)| *n != name);
+            changed.push((name, values[next].to_string()));
         }
     }
+    let changed: Vec<String> = changed.iter().map(|(n, v)| format!("{n}={v}")).collect();
     Proposal {
         config,
         parent: Some(parent),
@@ -474,6 +477,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A mutation's hypothesis names each parameter once, with the value it tries: one that
+    /// drew the same parameter twice said "try threshold=10, threshold=6" and tried 6.
+    #[test]
+    fn a_mutations_hypothesis_names_each_parameter_once_with_its_value() {
+        let s = space();
+        let mut mutations = 0;
+        for seed in 0..40 {
+            let mut history = seed_history(&s);
+            for it in 1..=6 {
+                for p in propose(&s, &history, 3, seed, it, &ParamsOptions::default()) {
+                    history.push(Scored {
+                        config: p.config.clone(),
+                        estimate: objective(&p.config),
+                    });
+                    if p.how != Move::Mutation {
+                        continue;
+                    }
+                    mutations += 1;
+                    let tried = p.hypothesis.split("try ").nth(1).unwrap();
+                    let mut names = Vec::new();
+                    for part in tried.split(", ") {
+                        let (name, value) = part.split_once('=').unwrap();
+                        assert_eq!(value, p.config[name].to_string(), "{}", p.hypothesis);
+                        names.push(name);
+                    }
+                    let before = names.len();
+                    names.dedup();
+                    names.sort();
+                    names.dedup();
+                    assert_eq!(names.len(), before, "{}", p.hypothesis);
+                }
+            }
+        }
+        assert!(mutations > 100, "{mutations}");
     }
 
     #[test]
