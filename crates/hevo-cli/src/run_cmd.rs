@@ -187,6 +187,7 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
                 model_env: model.proposer_env(&run_dir.join("proposer")),
                 launcher: launcher.clone(),
                 cancel: cancel.clone(),
+                hidden: vec![run_dir.clone(), suite_dir.clone()],
             })
         }
         "llm" => {

@@ -784,3 +784,70 @@ fn a_runner_up_estimated_above_the_pick_is_explained() {
         "{text}"
     );
 }
+
+/// An agent proposer whose program lives beside the suite (`command =
+/// ["/.../search/agent.sh", "{prompt}"]`, `suite = "."`): the sandbox showed it the program's
+/// whole folder, so the suite's tasks with their answers (the test split's too) and the
+/// run's `hevo.db` (proposer audit). It is now shown its program alone, and the run's own
+/// folders only where it is given them.
+#[test]
+fn a_sandboxed_agent_beside_the_suite_sees_neither_the_suite_nor_the_store() {
+    if !support::has_bwrap() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let agent = dir.join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            r#"#!/bin/sh
+{{ ls "{dir}"; cat "{dir}/tasks.jsonl"; ls "{dir}/runs/threshold"; }} > "$HOME/seen.txt" 2>&1
+n=$(ls -d candidates/* | wc -l)
+c=pending/six$n
+cp -r candidates/*-seed/code "$c"
+sed -i 's/default = 2/default = 6/' "$c/harness.toml"
+printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+"#,
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", "iterations = 1")
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"{}\", \"{{prompt}}\"]\n",
+            agent.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(&dir)
+        .env("HEVO_SANDBOX", "require")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen = std::fs::read_to_string(dir.join("runs/threshold/proposer/home/seen.txt"))
+        .unwrap_or_else(|e| panic!("the agent did not run ({e}): {stderr}"));
+    assert!(
+        !seen.contains("\"expected\""),
+        "the agent read the answers: {seen}"
+    );
+    assert!(!seen.contains("hevo.db"), "the agent saw the store: {seen}");
+    assert!(
+        !seen.contains("suite.toml"),
+        "the agent saw the suite: {seen}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"].as_str().is_some_and(|n| n.starts_with("six"))),
+        "its candidate was not taken: {stderr}"
+    );
+}

@@ -215,21 +215,25 @@ impl SandboxLauncher {
         let mut ro: Vec<PathBuf> = self.options.read_only.clone();
         ro.extend(access.read_only.iter().cloned());
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        ro.extend(program_prefixes(
-            argv.first().map(String::as_str),
-            home.as_deref(),
-        ));
+        let program = argv.first().map(String::as_str);
+        for prefix in program_prefixes(program, home.as_deref()) {
+            // A program kept beside what must stay hidden (an agent's script next to the
+            // suite's tasks.jsonl) is shown alone, not with its folder.
+            if holds_any(&prefix, &access.hidden) {
+                ro.extend(program.map(PathBuf::from));
+            } else {
+                ro.push(prefix);
+            }
+        }
         ro.push(self.init.clone());
-        ro.retain(|p| p.exists());
+        ro.retain(|p| p.exists() && shareable(p));
         // Parents before children, so a path inside another is mounted on top of it.
         ro.sort_by_key(|p| p.components().count());
         // A hidden path inside a visible one is covered by an empty tmpfs (before anything
-        // mounted inside it, such as a state directory), made read-only at the end.
-        let hidden: Vec<&PathBuf> = access
-            .hidden
-            .iter()
-            .filter(|h| h.is_dir() && ro.iter().any(|p| h.starts_with(p)))
-            .collect();
+        // mounted inside it, such as a state directory), made read-only at the end: at
+        // every place it shows, the visible path's own or, through a link, another.
+        let hidden: Vec<PathBuf> = hidden_places(&access.hidden, &ro);
+        let hidden: Vec<&PathBuf> = hidden.iter().collect();
         let mut covered = vec![false; hidden.len()];
         for p in &ro {
             for (h, done) in hidden.iter().zip(covered.iter_mut()) {
@@ -408,6 +412,50 @@ fn program_prefixes(program: Option<&str>, home: Option<&Path>) -> Vec<PathBuf> 
         }
     }
     out
+}
+
+/// Whether `p` may be shown to a sandbox at all: an absolute path with no `.` or `..` in it
+/// (`/tmp/..` is the host's root under another name, which bubblewrap would mount whole)
+/// that is not the root itself, under any name.
+fn shareable(p: &Path) -> bool {
+    use std::path::Component;
+    p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && p.canonicalize().map_or(true, |c| c != Path::new("/"))
+}
+
+/// Whether `dir` holds (or is) one of `hidden`, by their real locations too.
+fn holds_any(dir: &Path, hidden: &[PathBuf]) -> bool {
+    let real_dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    hidden.iter().any(|h| {
+        let real_h = h.canonicalize().unwrap_or_else(|_| h.clone());
+        h.starts_with(dir) || real_h.starts_with(&real_dir)
+    })
+}
+
+/// Where each folder of `hidden` shows inside the sandbox through the visible paths `ro`:
+/// below a visible path `p` whose real location (links resolved) holds it, at `p` joined
+/// with the rest of its path. A hidden folder is compared by its real location too.
+fn hidden_places(hidden: &[PathBuf], ro: &[PathBuf]) -> Vec<PathBuf> {
+    let mut places: Vec<PathBuf> = Vec::new();
+    for h in hidden.iter().filter(|h| h.is_dir()) {
+        let real_h = h.canonicalize().unwrap_or_else(|_| h.clone());
+        for p in ro {
+            let real_p = p.canonicalize().unwrap_or_else(|_| p.clone());
+            let inside = real_h
+                .strip_prefix(&real_p)
+                .ok()
+                .or_else(|| h.strip_prefix(p).ok());
+            if let Some(rest) = inside {
+                let place = p.join(rest);
+                if !places.contains(&place) {
+                    places.push(place);
+                }
+            }
+        }
+    }
+    places
 }
 
 /// Whether `dir` is a language runtime's or environment's own tree, which a program in it

@@ -1023,3 +1023,49 @@ fn python_spec(code: &str, cwd: &Path) -> hevo_runtime::launch::LaunchSpec {
         access: Default::default(),
     }
 }
+
+/// Answers from the suite's `tasks.jsonl` at SUITE (an attacker who knows where it is).
+const READ_SUITE_SH: &str = r#"read -r line
+i=$(printf '%s' "$line" | sed 's/.*"i":\([0-9]*\).*/\1/')
+ans=$(grep "\"id\":\"t$i\"" SUITE/tasks.jsonl | sed 's/.*"expected":"\([^"]*\)".*/\1/')
+[ -n "$ans" ] || ans=honest-guess
+printf '{"answer": "%s"}\n' "$ans"
+"#;
+
+/// An entry program named through `..` (`/tmp/../bin/sh`, which exists) made the sandbox
+/// mount `/tmp/..`, the host's root, read-only over its own: a proposer's candidate read
+/// every split's answers and won the search and the test split (proposer audit). So did a
+/// program under a link to the root (`/proc/self/root/bin/sh`).
+#[test]
+fn an_entry_named_through_dot_dot_or_a_root_link_shows_no_host_root() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let suite = f.suite(3).canonicalize().unwrap();
+    let code = READ_SUITE_SH.replace("SUITE", &suite.to_string_lossy());
+    for (name, program) in [
+        ("dotdot", "/tmp/../bin/sh"),
+        ("rootlink", "/proc/self/root/bin/sh"),
+    ] {
+        f.write(&format!("{name}/h.sh"), &code);
+        let h = f.write(
+            &format!("{name}/harness.toml"),
+            &format!("entry = [\"{program}\", \"h.sh\"]\ntimeout_s = 60\n"),
+        );
+        let h = h.parent().unwrap().to_path_buf();
+        // The attack is real: unsandboxed it answers every task from `expected`.
+        let local = run(
+            f.options(&h, &suite, &format!("{name}-local")),
+            Arc::new(LocalLauncher::default()),
+        );
+        assert_eq!(local.pass_rate.value, 1.0, "{name}: {:?}", answers(&local));
+        let boxed = run(
+            f.options(&h, &suite, &format!("{name}-boxed")),
+            sandbox.clone(),
+        );
+        assert!(
+            answers(&boxed).iter().all(|a| !a.starts_with("secret-")),
+            "{name}: {:?}",
+            answers(&boxed)
+        );
+    }
+}

@@ -84,6 +84,7 @@ fn search(
             model_env: ModelEnv::offline(),
             launcher,
             cancel: Cancel::new(),
+            hidden: Vec::new(),
         };
         let mut log = Vec::new();
         let result = run_search(

@@ -465,6 +465,7 @@ fn epoch_loop_diagnoses_selects_and_commits_three_children_per_survivor() {
         model_env: ModelEnv::offline(),
         launcher,
         cancel: Cancel::new(),
+        hidden: Vec::new(),
     };
     let mut lines = Vec::new();
     let result = run_search(

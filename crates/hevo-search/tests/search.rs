@@ -228,6 +228,7 @@ fn agent(dir: &Path, script: &str) -> AgentProposer {
         model_env: ModelEnv::offline(),
         launcher: Arc::new(LocalLauncher::default()),
         cancel: Cancel::new(),
+        hidden: Vec::new(),
     }
 }
 

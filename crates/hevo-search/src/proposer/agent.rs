@@ -55,6 +55,10 @@ pub struct AgentCall {
     pub extra_env: Vec<(String, String)>,
     /// The process's cancellation token: a signal stops the agent's process group.
     pub cancel: Cancel,
+    /// Folders the agent must not see even where a path it is shown holds them (its program's
+    /// install folder, a `HEVO_SANDBOX_READ_ONLY` path): the suite and the run directory
+    /// (what it is given inside them, its `cwd` and `writable`, stays visible).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// How an agent call ended.
@@ -126,7 +130,7 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
                 .cloned()
                 .chain([call.home.clone()])
                 .collect(),
-            hidden: Vec::new(),
+            hidden: call.hidden.clone(),
             private_tmp: true,
         },
     };
@@ -210,6 +214,7 @@ mod tests {
                 ("MY_SETTING".into(), "on".into()),
             ],
             cancel: Cancel::new(),
+            hidden: Vec::new(),
         };
         std::env::set_var("HEVO_TEST_SECRET_PROVIDER_KEY", "sk-secret");
         let out = run_agent(&LocalLauncher::default(), &call).await.unwrap();
@@ -260,6 +265,7 @@ mod tests {
             model_env: ModelEnv::offline(),
             extra_env: vec![],
             cancel: Cancel::new(),
+            hidden: Vec::new(),
         };
         let AgentOutcome::Failed(why) = run_agent(&LocalLauncher::default(), &call).await.unwrap()
         else {
@@ -284,6 +290,7 @@ mod tests {
             model_env: ModelEnv::offline(),
             extra_env: vec![],
             cancel: Cancel::new(),
+            hidden: Vec::new(),
         };
         // `sleep 30 <prompt>` fails fast on the extra argument on some systems; use a shell.
         let call = AgentCall {

@@ -28,6 +28,8 @@ pub struct AgentProposer {
     pub launcher: Arc<dyn Launcher>,
     /// The process's cancellation token.
     pub cancel: Cancel,
+    /// What the agent must not see ([`AgentCall::hidden`]): the suite and the run directory.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Proposer for AgentProposer {
@@ -51,6 +53,7 @@ impl Proposer for AgentProposer {
             home: self.home.clone(),
             extra_env: self.env.clone(),
             cancel: self.cancel.clone(),
+            hidden: self.hidden.clone(),
         };
         match hevo_runtime::rt::block_on(run_agent(&*self.launcher, &call))
             .map_err(|e| e.to_string())?

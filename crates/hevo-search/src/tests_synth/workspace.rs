@@ -174,6 +174,9 @@ pub(super) fn call_agent(
         model_env: opts.agent.model_env.clone(),
         extra_env: opts.agent.env.clone(),
         cancel: opts.cancel.clone(),
+        // Its workspace holds what it may know of the task; the suite and the new suite do
+        // not show even where a path it is given holds them.
+        hidden: vec![opts.suite_dir.clone(), opts.out.clone()],
     };
     let outcome = hevo_runtime::rt::block_on(run_agent(&*opts.launcher, &call))
         .map_err(io("cannot run the agent"))?;

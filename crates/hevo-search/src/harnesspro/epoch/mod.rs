@@ -508,6 +508,7 @@ fn call_agent(
         model_env: agent.model_env.clone(),
         extra_env: agent.env.clone(),
         cancel: agent.cancel.clone(),
+        hidden: agent.hidden.clone(),
     };
     let outcome = hevo_runtime::rt::block_on(run_agent(&*agent.launcher, &call));
     Ok(match outcome {
