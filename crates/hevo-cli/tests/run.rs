@@ -851,3 +851,109 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
         "its candidate was not taken: {stderr}"
     );
 }
+
+/// A proposer asked for 2 candidates that writes 4 gets 2 read and evaluated; the rest are
+/// rejected unread (before: all were copied, smoke-tested and evaluated, so an agent could
+/// multiply the run's spend, and its copies multiplied its disk use).
+#[test]
+fn a_proposer_that_writes_more_than_asked_gets_only_what_it_was_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let script = r#"#!/bin/sh
+for n in 1 2 3 4; do
+  c=pending/extra$n
+  cp -r candidates/*-seed/code "$c"
+  printf 'name = "extra%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+done
+"#;
+    let (out, stderr) = run_with_agent(&dir, script, 1);
+    assert!(
+        stderr.contains("was asked for 2 candidate(s) and wrote 4"),
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| n.starts_with("extra"))
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names.contains(&"extra1") && names.contains(&"extra2"),
+        "{names:?}"
+    );
+    assert_eq!(doc["rejected"], 2, "{doc}");
+    // nothing of the unread ones was copied
+    let rejected = dir.join("runs/threshold/archive/rejected");
+    let kept: Vec<_> = std::fs::read_dir(&rejected)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(kept.is_empty(), "{kept:?}");
+}
+
+/// Two pending folders whose names are not UTF-8 and read alike (`a\xfe`, `a\xff`) were
+/// staged under one name: the second replaced the first's checked copy, and unchecked code
+/// was archived. Such names are rejected.
+#[test]
+fn pending_folders_whose_names_are_not_utf8_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let script = r#"#!/bin/sh
+for b in '\376' '\377'; do
+  c="pending/a$(printf "$b")"
+  cp -r candidates/*-seed/code "$c"
+  printf 'name = "swapped"\nparent = "seed"\n' > "$c/candidate.toml"
+done
+"#;
+    let (out, stderr) = run_with_agent(&dir, script, 1);
+    assert_eq!(stderr.matches("is not UTF-8").count(), 2, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!doc.to_string().contains("swapped"), "{doc}");
+}
+
+/// An agent that leaves its home over its disk limit and exits 0 was taken as finished, and
+/// every later call was killed at once for what it had left there: the run failed at every
+/// iteration until the home was deleted by hand. The call now fails and its home is emptied.
+#[test]
+fn an_agent_over_its_disk_limit_fails_and_its_home_is_emptied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let script = r#"#!/bin/sh
+n=$(ls -d candidates/* | wc -l)
+if [ "$n" -eq 1 ]; then
+  for i in 1 2 3; do head -c 40000000 /dev/zero > "$HOME/fill$i"; done
+fi
+c=pending/six$n
+cp -r candidates/*-seed/code "$c"
+sed -i 's/default = 2/default = 6/' "$c/harness.toml"
+printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
+"#;
+    use_agent(&dir, script, 2);
+    let config =
+        std::fs::read_to_string(dir.join("hevo.toml")).unwrap() + "\n[executor]\ndisk_mb = 50\n";
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(&dir)
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("over its disk limit"), "{stderr}");
+    assert!(stderr.contains("its home was emptied"), "{stderr}");
+    let home = dir.join("runs/threshold/proposer/home");
+    assert!(!home.join("fill1").exists());
+    // The next iteration's agent ran within its limit and its candidate was taken.
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["iteration"] == 2),
+        "{doc}"
+    );
+}

@@ -321,7 +321,8 @@ exit 0
 #[test]
 fn a_proposers_links_fifos_and_devices_are_rejected_unfollowed_with_their_cause() {
     let (tmp, dir) = setup(
-        "[search]\niterations = 1\ncandidates_per_iteration = 1\njobs = 2\n\
+        // asked for as many candidates as it writes, so that every entry is read
+        "[search]\niterations = 1\ncandidates_per_iteration = 6\njobs = 2\n\
          [evaluation]\nstrategy = \"full\"\n",
     );
     // A process of the user's holding a provider key, as the shell that started hevo.

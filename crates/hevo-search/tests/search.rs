@@ -275,6 +275,13 @@ printf 'entry = ["python3", "missing.py"]\n' > pending/noentry/harness.toml
 printf 'name = "noentry"\n' > pending/noentry/candidate.toml
 "#;
     let (_tmp, dir) = setup("[evaluation]\nstrategy = \"full\"\n");
+    // asked for as many as it writes, so that each is read and rejected for its own fault
+    let config = std::fs::read_to_string(dir.join("hevo.toml")).unwrap();
+    std::fs::write(
+        dir.join("hevo.toml"),
+        config.replace("candidates_per_iteration = 2", "candidates_per_iteration = 3"),
+    )
+    .unwrap();
     let mut proposer = agent(&dir, script);
     let report = search(&dir, &mut proposer);
     // Iteration 1 rejects all three; iteration 2 rejects the same kinds again.

@@ -60,7 +60,7 @@ struct TrialMetrics<'a> {
 /// Writes the workspace of a candidate's core `rows` into `dir` (made afresh).
 pub fn write_workspace(dir: &Path, rows: &[TrialRow]) -> std::io::Result<Workspace> {
     if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
+        hevo_runtime::remove::remove_tree(dir)?;
     }
     std::fs::create_dir_all(dir.join("out"))?;
     let mut files = BTreeMap::new();

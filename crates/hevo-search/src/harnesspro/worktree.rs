@@ -127,7 +127,7 @@ impl Repo {
     /// exists): plain files, no repository, the start of a child's edit.
     pub fn checkout(&self, parent: &str, at: &Path) -> Result<(), String> {
         if at.exists() {
-            std::fs::remove_dir_all(at)
+            hevo_runtime::remove::remove_tree(at)
                 .map_err(|e| format!("cannot clear `{}`: {e}", at.display()))?;
         }
         std::fs::create_dir_all(at)

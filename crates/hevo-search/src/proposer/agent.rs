@@ -61,6 +61,22 @@ pub struct AgentCall {
     pub hidden: Vec<PathBuf>,
 }
 
+/// Makes `dir` a folder: a file or link the agent left where one of its folders goes is
+/// removed first (it made every later call fail with `File exists`, naming no path).
+fn folder(dir: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => std::fs::remove_file(dir).map_err(|e| named(dir, e))?,
+        Err(_) => {}
+    }
+    std::fs::create_dir_all(dir).map_err(|e| named(dir, e))
+}
+
+/// `e` with the path it happened on.
+fn named(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("`{}`: {e}", path.display()))
+}
+
 /// How an agent call ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AgentOutcome {
@@ -82,22 +98,22 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
     let prompt = &call.prompt;
     std::fs::write(call.transcript_dir.join("prompt.txt"), prompt)?;
     for dir in &call.writable {
-        std::fs::create_dir_all(dir)?;
+        folder(dir)?;
     }
-    std::fs::create_dir_all(&call.home)?;
+    folder(&call.home)?;
     let home = call.home.to_string_lossy().into_owned();
     let mut env = base_env(&call.home);
     // Temporary files on disk, in its home, where its disk limit measures them (its private
     // /tmp in the sandbox is a small tmpfs: memory no limit counts).
     let tmp = call.home.join("tmp");
-    std::fs::create_dir_all(&tmp)?;
+    folder(&tmp)?;
     env.retain(|(n, _)| n != "TMPDIR");
     env.push(("TMPDIR".into(), tmp.to_string_lossy().into_owned()));
     env.extend(call.model_env.vars());
     for (name, value) in &call.extra_env {
         let value = value.replace(HOME_PLACEHOLDER, &home);
         if value.starts_with(&home) && (name.ends_with("_HOME") || name.ends_with("_DIR")) {
-            std::fs::create_dir_all(&value)?;
+            folder(Path::new(&value))?;
         }
         env.retain(|(n, _)| n != name);
         env.push((name.clone(), value));
@@ -146,6 +162,16 @@ pub async fn run_agent(launcher: &dyn Launcher, call: &AgentCall) -> std::io::Re
             .unwrap_or_default();
         format!("{limits}{}", transcript_tail(&call.transcript_dir))
     };
+    // Past its disk limit, the agent failed whatever it answered, and its home goes: what it
+    // left there would otherwise hold the next call over the limit from its start, so every
+    // later iteration failed until someone deleted it by hand (proposer audit).
+    if outcome.disk.as_ref().is_some_and(|d| d.over()) {
+        hevo_runtime::remove::remove_tree(&call.home)?;
+        return Ok(AgentOutcome::Failed(format!(
+            "the agent went over its disk limit{} (its home was emptied)",
+            why()
+        )));
+    }
     Ok(match outcome.exit {
         Exit::Code(0) => AgentOutcome::Finished,
         Exit::Code(c) => AgentOutcome::Failed(format!("the agent exited with code {c}{}", why())),
@@ -184,6 +210,25 @@ fn transcript_tail(dir: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A file or a link the agent left where one of its folders goes is replaced by a
+    /// folder (before: every later call failed with `File exists`); a link's target stays.
+    #[test]
+    fn a_file_or_link_where_a_folder_goes_is_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("tmp");
+        std::fs::write(&file, "x").unwrap();
+        folder(&file).unwrap();
+        assert!(file.is_dir());
+        let target = d.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("keep"), "y").unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        folder(&link).unwrap();
+        assert!(link.is_dir() && !link.is_symlink());
+        assert!(target.join("keep").exists());
+    }
     use super::*;
     use hevo_runtime::launch::LocalLauncher;
 

@@ -439,10 +439,13 @@ pub fn run_search(
                 )?,
                 None => take_proposals(&ctx, &suite.config.name, proposer, log)?,
             };
+            // A proposer writes at most `k`; HarnessPro's children are hevo's own copies.
+            let most = epochs.is_none().then_some(k as usize);
             let (accepted, rejected) = validate_pending(
                 &archive,
                 &candidates,
                 it,
+                most,
                 runner,
                 smoke_task.as_deref(),
                 log,

@@ -92,19 +92,19 @@ fn pending_entries(pending: &Path) -> Result<impl Iterator<Item = PathBuf>, Sear
     Ok(entries.into_iter())
 }
 
+/// Empties `pending/` (and `staging/`) whatever the proposer left there: a tree of any
+/// depth (a plain `remove_dir_all` ran out of descriptors on 22,500 nested folders, and
+/// the run stopped at every iteration), folders it took its own permissions from.
 pub(super) fn clear_pending(archive: &Archive) -> Result<(), SearchError> {
     let pending = archive.pending_dir();
-    std::fs::remove_dir_all(&pending).map_err(io_err("cannot clear", &pending))?;
+    hevo_runtime::remove::remove_tree(&pending).map_err(io_err("cannot clear", &pending))?;
     clear_staging(archive)?;
     std::fs::create_dir_all(&pending).map_err(io_err("cannot create", &pending))
 }
 
 fn clear_staging(archive: &Archive) -> Result<(), SearchError> {
     let staging = archive.staging_dir();
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(io_err("cannot clear", &staging))?;
-    }
-    Ok(())
+    hevo_runtime::remove::remove_tree(&staging).map_err(io_err("cannot clear", &staging))
 }
 
 /// Copies the pending entry `entry` into `staged`: `Err` is why it is rejected (it is not
@@ -147,11 +147,15 @@ fn keep_rejected(entry: &Path, staged: Option<&Path>, dest: &Path) {
 pub(super) type Accepted = Vec<(CandidateMeta, PathBuf)>;
 pub(super) type Rejected = Vec<(String, String, String)>;
 
-/// Checks each pending candidate; rejected ones are kept under `archive/rejected/`.
+/// Checks each pending candidate; rejected ones are kept under `archive/rejected/`. With
+/// `most`, only the first `most` entries (by name) are checked: a proposer asked for k
+/// candidates that writes more is not given more evaluations (or copies) for it; the rest
+/// are rejected unread.
 pub(super) fn validate_pending(
     archive: &Archive,
     known: &[Candidate],
     it: u32,
+    most: Option<usize>,
     runner: &mut dyn CandidateRunner,
     smoke_task: Option<&str>,
     log: &mut dyn FnMut(&str),
@@ -165,14 +169,34 @@ pub(super) fn validate_pending(
     // the same results (smoke trials are memoized), and archiving is idempotent.
     clear_staging(archive)?;
     let staging = archive.staging_dir();
-    for entry in pending_entries(&archive.pending_dir())? {
-        let dir_name = entry
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    let entries: Vec<PathBuf> = pending_entries(&archive.pending_dir())?.collect();
+    let asked = entries.len();
+    for (i, entry) in entries.into_iter().enumerate() {
+        let raw_name = entry.file_name().unwrap_or_default();
+        let dir_name = raw_name.to_string_lossy().into_owned();
+        if let Some(most) = most.filter(|&most| i >= most) {
+            let why = format!(
+                "the proposer was asked for {most} candidate(s) and wrote {asked}: the first \
+                 {most} by folder name are taken, this one is not read"
+            );
+            log(&format!("  rejected `{}`: {why}", one_line(&dir_name)));
+            rejected.push((dir_name, String::new(), why));
+            continue;
+        }
         // Everything below reads hevo's copy, never the proposer's files.
         let dir = staging.join(&dir_name);
-        let (meta, problem, staged) = match stage(&entry, &dir) {
+        let staged_copy = if raw_name.to_str().is_none() {
+            // Two such names can read alike (`a\xfe`, `a\xff`: both `a\u{fffd}`), and the
+            // second copy would replace the first after it was checked.
+            Err(
+                "its folder name is not UTF-8: name a candidate's folder as the candidate \
+                 (letters, digits, `-`, `_`, `.`)"
+                    .to_string(),
+            )
+        } else {
+            stage(&entry, &dir)
+        };
+        let (meta, problem, staged) = match staged_copy {
             Err(why) => (unnamed(&dir_name, it), Some(why), false),
             Ok(()) => {
                 let (meta, problem) = check_candidate(&dir, &dir_name, it, &names);

@@ -48,7 +48,7 @@ pub(super) fn check_tests(
         .collect();
     names.sort();
     let dest = out.join(TESTS_DIR).join(&task.id);
-    let _ = std::fs::remove_dir_all(&dest);
+    let _ = hevo_runtime::remove::remove_tree(&dest);
     std::fs::create_dir_all(&dest).map_err(io("cannot create a task's tests folder"))?;
     let mut verdicts = Vec::new();
     let mut taken = 0;
@@ -115,7 +115,7 @@ fn check_one(
     out: &Path,
     check: &Path,
 ) -> Result<Result<bool, String>, SynthError> {
-    let _ = std::fs::remove_dir_all(check);
+    let _ = hevo_runtime::remove::remove_tree(check);
     std::fs::create_dir_all(check).map_err(io("cannot create a check directory"))?;
     let kept = trial.map(|t| with_suffix(&t.trace_prefix, "workdir"));
     let answer = trial.map(|t| t.answer.clone()).unwrap_or(Value::Null);
@@ -204,9 +204,9 @@ fn check_one(
             exits[0], exits[1]
         )));
     }
-    let _ = std::fs::remove_dir_all(check.join("run-0"));
-    let _ = std::fs::remove_dir_all(check.join("run-1"));
-    let _ = std::fs::remove_dir_all(check.join("run-2"));
+    let _ = hevo_runtime::remove::remove_tree(&check.join("run-0"));
+    let _ = hevo_runtime::remove::remove_tree(&check.join("run-1"));
+    let _ = hevo_runtime::remove::remove_tree(&check.join("run-2"));
     Ok(Ok(exits[0] == 0))
 }
 

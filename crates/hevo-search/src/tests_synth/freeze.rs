@@ -29,7 +29,7 @@ pub(super) fn freeze(
         .map(|t| t.id.clone())
         .collect();
     for id in &tasks_without_tests {
-        let _ = std::fs::remove_dir_all(out.join(TESTS_DIR).join(id));
+        let _ = hevo_runtime::remove::remove_tree(&out.join(TESTS_DIR).join(id));
     }
     if kept_ids.is_empty() {
         return Err(SynthError::NothingKept(out.join(WORK_DIR).join("agent")));

@@ -332,6 +332,6 @@ pub fn prepare_out(out: &Path, suite_dir: &Path) -> Result<PathBuf, SynthError> 
     for name in ["suite.toml", "tasks.jsonl", LOCK_FILE] {
         let _ = std::fs::remove_file(out.join(name));
     }
-    let _ = std::fs::remove_dir_all(out.join(TESTS_DIR));
+    let _ = hevo_runtime::remove::remove_tree(&out.join(TESTS_DIR));
     Ok(out)
 }

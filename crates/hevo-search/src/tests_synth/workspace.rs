@@ -95,7 +95,7 @@ pub(super) fn write_workspace(
     trial: Option<&InitialTrial>,
     opts: &SynthOptions,
 ) -> Result<(), SynthError> {
-    let _ = std::fs::remove_dir_all(ws);
+    let _ = hevo_runtime::remove::remove_tree(ws);
     let traj = ws.join("trajectory");
     std::fs::create_dir_all(traj.join("workdir")).map_err(io("cannot create a workspace"))?;
     std::fs::create_dir_all(ws.join("tests")).map_err(io("cannot create a workspace"))?;

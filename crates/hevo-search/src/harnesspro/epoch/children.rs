@@ -78,7 +78,7 @@ impl Epochs {
         train_ids: &[String],
     ) -> Result<Made, SearchError> {
         if ws.dir.exists() {
-            std::fs::remove_dir_all(&ws.dir).map_err(io("cannot clear", &ws.dir))?;
+            hevo_runtime::remove::remove_tree(&ws.dir).map_err(io("cannot clear", &ws.dir))?;
         }
         std::fs::create_dir_all(&ws.plan_dir).map_err(io("cannot create", &ws.plan_dir))?;
         // The agent gets plain files: no repository of hevo's is in its reach.
@@ -104,7 +104,7 @@ impl Epochs {
         // never runs in a folder the agent wrote.
         let staged = self.dir.join("staged").join(child);
         if staged.exists() {
-            std::fs::remove_dir_all(&staged).map_err(io("cannot clear", &staged))?;
+            hevo_runtime::remove::remove_tree(&staged).map_err(io("cannot clear", &staged))?;
         }
         if let Err(why) = crate::archive::copy_candidate(&ws.harness, &staged) {
             return Ok(Err((summary, format!("harness/: {why}"))));

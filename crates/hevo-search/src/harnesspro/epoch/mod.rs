@@ -230,7 +230,7 @@ impl Epochs {
             ));
             return Ok(None);
         }
-        std::fs::remove_dir_all(&pending).map_err(io("cannot clear", &pending))?;
+        hevo_runtime::remove::remove_tree(&pending).map_err(io("cannot clear", &pending))?;
         std::fs::create_dir_all(&pending).map_err(io("cannot create", &pending))?;
 
         let pool = self.pool(epoch, archive, candidates);
