@@ -957,3 +957,40 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
         "{doc}"
     );
 }
+
+/// Finalize tested whatever the archive held: code edited after the search (by hand, or by
+/// anything that could write the archive) was tested on the test split under the searched
+/// candidate's name. It now refuses, naming the candidate and its folder.
+#[test]
+fn finalize_refuses_archived_code_that_changed_since_the_search() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    run_json(&dir, &[]);
+    let run_dir = dir.join("runs/threshold");
+    let code = run_dir.join("archive/candidates/000-seed/code/harness.sh");
+    let original = std::fs::read_to_string(&code).unwrap();
+    std::fs::write(&code, "echo '{\"answer\": \"high\"}'\n").unwrap();
+    let out = hevo().arg("finalize").arg(&run_dir).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the code of `seed`")
+            && stderr.contains("is not what the search evaluated"),
+        "{stderr}"
+    );
+    assert!(
+        !run_dir.join("test/hevo.db").exists() || {
+            let db = rusqlite::Connection::open(run_dir.join("test/hevo.db")).unwrap();
+            db.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get::<_, i64>(0))
+                .unwrap()
+                == 0
+        }
+    );
+    std::fs::write(&code, original).unwrap();
+    let out = hevo().arg("finalize").arg(&run_dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -302,6 +302,20 @@ pub enum FinalizeError {
         /// The archive's candidates directory.
         archive: PathBuf,
     },
+    /// The archived code of a candidate is not what the search evaluated (a user error: it
+    /// was edited after the search).
+    #[error(
+        "the code of `{name}` in `{}` is not what the search evaluated (its hash or \
+         parameters changed since): finalize tests only what was searched; put the archived \
+         code back, or evaluate the edited harness with `hevo eval`",
+        code.display()
+    )]
+    Changed {
+        /// The candidate's name.
+        name: String,
+        /// Its archived code.
+        code: PathBuf,
+    },
     /// The suite is invalid (a user error).
     #[error(transparent)]
     Suite(#[from] hevo_runtime::suite::SuiteError),
@@ -345,6 +359,7 @@ impl FinalizeError {
         match self {
             FinalizeError::NotARunDir { .. }
             | FinalizeError::MissingCandidate { .. }
+            | FinalizeError::Changed { .. }
             | FinalizeError::Suite(_)
             | FinalizeError::NoTestTasks { .. } => true,
             FinalizeError::Eval { source, .. } => source.is_user_error(),
@@ -420,8 +435,40 @@ pub fn finalize(
         candidate: record.pick.clone(),
         source,
     })?;
+    // The search's store, read-only: what each candidate's code was when it was evaluated.
+    let searched =
+        hevo_runtime::store::Store::open_read_only(&run_dir.join("hevo.db")).map_err(|e| {
+            FinalizeError::Eval {
+                candidate: record.pick.clone(),
+                source: e.into(),
+            }
+        })?;
     let test_ids: std::collections::HashSet<&str> =
         suite_tasks.iter().map(|s| s.as_str()).collect();
+    // Every harness to test is what the search evaluated under its name (none recorded for
+    // a run from before the store kept names: nothing to compare), checked before any
+    // trial runs.
+    for (name, _) in &roles {
+        let Some((_, code)) = dirs.get(name) else {
+            continue;
+        };
+        let failed = |source: EvalError| FinalizeError::Eval {
+            candidate: name.clone(),
+            source,
+        };
+        let harness =
+            hevo_runtime::harness::Harness::load(code).map_err(|e| failed(e.into()))?;
+        let versions = searched
+            .versions_of(name)
+            .map_err(|e| failed(e.into()))?;
+        let now = (harness.code_hash.clone(), harness.params_json());
+        if !versions.is_empty() && !versions.contains(&now) {
+            return Err(FinalizeError::Changed {
+                name: name.clone(),
+                code: code.clone(),
+            });
+        }
+    }
     let mut test = BTreeMap::new();
     let mut outcomes: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     let mut evaluations = 0;

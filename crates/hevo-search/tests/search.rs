@@ -279,7 +279,10 @@ printf 'name = "noentry"\n' > pending/noentry/candidate.toml
     let config = std::fs::read_to_string(dir.join("hevo.toml")).unwrap();
     std::fs::write(
         dir.join("hevo.toml"),
-        config.replace("candidates_per_iteration = 2", "candidates_per_iteration = 3"),
+        config.replace(
+            "candidates_per_iteration = 2",
+            "candidates_per_iteration = 3",
+        ),
     )
     .unwrap();
     let mut proposer = agent(&dir, script);

@@ -126,6 +126,19 @@ impl Store {
             .map_err(q("find candidate"))
     }
 
+    /// The `(code hash, parameters)` of every candidate stored under `name`.
+    pub fn versions_of(&self, name: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT code_hash, params FROM candidates WHERE name = ?1")
+            .map_err(q("candidate versions"))?;
+        let rows = st
+            .query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(q("candidate versions"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(q("candidate versions"))
+    }
+
     /// The id of the first candidate whose code lives at `code_path`, if any.
     pub fn candidate_at(&self, code_path: &str) -> Result<Option<i64>, StoreError> {
         self.conn
