@@ -277,6 +277,16 @@ fn upstream_errors_a_candidate_provokes_while_the_provider_answers_count_against
     assert_eq!(doc["pick"]["name"], "seed", "{doc}");
     // Its one answered call was its smoke trial's (in the smoke store, not counted).
     assert!(scored_tasks(&dir, "provoke").is_empty());
+    // The proposer finds the seed's trials in the archive: output and model calls.
+    let traces = dir.join("runs/outage/archive/candidates/000-seed/traces");
+    let calls = std::fs::read_dir(&traces)
+        .unwrap_or_else(|e| panic!("{}: {e}", traces.display()))
+        .flatten()
+        .filter(|t| {
+            t.path().join("0/model_calls.jsonl").is_file() && t.path().join("0.stdout").is_file()
+        })
+        .count();
+    assert_eq!(calls, 8, "one trace per val task in {}", traces.display());
 }
 
 /// A harness that makes one answered call, then one that fails upstream, and exits 1: an

@@ -619,16 +619,22 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 fn a_finalize_stopped_by_a_signal_exits_130() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = search_dir(tmp.path());
+    // Every harness waits in its first trial once `armed` exists (after the search: the
+    // archived code stays what the search evaluated, as finalize requires), and is stopped
+    // there.
+    let mark = tmp.path().join("testing");
+    let armed = tmp.path().join("armed");
+    let script = dir.join("seed/harness.sh");
+    let code = std::fs::read_to_string(&script).unwrap();
+    let wait = format!(
+        "if [ -e '{}' ]; then touch '{}'; sleep 60; fi\n",
+        armed.display(),
+        mark.display()
+    );
+    std::fs::write(&script, wait + &code).unwrap();
     run_json(&dir, &[]);
     let run = dir.join("runs/threshold");
-    // Every archived harness now waits in its first test trial, which is stopped there.
-    let mark = tmp.path().join("testing");
-    for entry in std::fs::read_dir(run.join("archive/candidates")).unwrap() {
-        let script = entry.unwrap().path().join("code/harness.sh");
-        let code = std::fs::read_to_string(&script).unwrap();
-        let wait = format!("touch '{}'; sleep 60\n", mark.display());
-        std::fs::write(&script, wait + &code).unwrap();
-    }
+    std::fs::write(&armed, "").unwrap();
     let child = hevo()
         .arg("finalize")
         .arg(&run)

@@ -456,11 +456,8 @@ pub fn finalize(
             candidate: name.clone(),
             source,
         };
-        let harness =
-            hevo_runtime::harness::Harness::load(code).map_err(|e| failed(e.into()))?;
-        let versions = searched
-            .versions_of(name)
-            .map_err(|e| failed(e.into()))?;
+        let harness = hevo_runtime::harness::Harness::load(code).map_err(|e| failed(e.into()))?;
+        let versions = searched.versions_of(name).map_err(|e| failed(e.into()))?;
         let now = (harness.code_hash.clone(), harness.params_json());
         if !versions.is_empty() && !versions.contains(&now) {
             return Err(FinalizeError::Changed {

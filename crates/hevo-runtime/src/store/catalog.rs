@@ -126,6 +126,18 @@ impl Store {
             .map_err(q("find candidate"))
     }
 
+    /// The ids of every candidate stored under `name`.
+    pub fn ids_of(&self, name: &str) -> Result<Vec<i64>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM candidates WHERE name = ?1 ORDER BY id")
+            .map_err(q("candidate ids"))?;
+        let rows = st
+            .query_map([name], |r| r.get(0))
+            .map_err(q("candidate ids"))?;
+        rows.collect::<Result<_, _>>().map_err(q("candidate ids"))
+    }
+
     /// The `(code hash, parameters)` of every candidate stored under `name`.
     pub fn versions_of(&self, name: &str) -> Result<Vec<(String, String)>, StoreError> {
         let mut st = self

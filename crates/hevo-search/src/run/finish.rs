@@ -71,6 +71,7 @@ pub(super) fn final_estimates(
         &strat.name(),
     )?;
     write_frontier(archive, candidates, &shown, &oracle.effort)?;
+    super::traces::copy_traces(archive, candidates)?;
     // The store keeps the estimates the strategy really made (unclipped), one per candidate.
     for &seq in &all {
         let c = &candidates[seq];

@@ -25,6 +25,7 @@ mod history;
 mod oracle;
 mod pending;
 mod record;
+mod traces;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -39,6 +39,8 @@ pub(super) fn record_iteration(
         outcomes,
         &strat.name(),
     )?;
+    // Every candidate's: the strategy may have run earlier ones on more tasks.
+    super::traces::copy_traces(archive, candidates)?;
     let best_before = |seq: usize| {
         est[..seq]
             .iter()
