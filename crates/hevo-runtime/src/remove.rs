@@ -6,51 +6,70 @@
 //! (the run stopped at every iteration), and 20,000 overflowed a 2 MiB thread's stack,
 //! which aborts hevo. A launch also runs as hevo's own user, so it can take its folders'
 //! permissions away from itself (`chmod 000`): a plain removal by anyone but root then
-//! fails, and the folder stays on disk for good. [`remove_tree`] therefore removes with
-//! coreutils' `rm -rf`, which walks a tree of any depth with a bounded number of
-//! descriptors and never follows a link, and, when something is left, gives every folder
-//! its owner's `u+rwx` back (`chmod -R`) and removes again.
+//! fails, and the folder stays on disk for good.
+//!
+//! [`remove_tree`] runs `remove_dir_all` on a thread whose stack holds as many levels as
+//! the process has descriptors (deeper, it fails with `EMFILE` before it can overflow), and
+//! when that fails falls back to coreutils: `rm -rf`, which walks a tree of any depth with
+//! a bounded number of descriptors and never follows a link, and, when something is left,
+//! `chmod -R u+rwx` and `rm -rf` again. No process is started for an ordinary tree (a
+//! trial's working directory is removed after every trial: bench/overhead.md).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// Stack bytes per folder level of `remove_dir_all` (measured: about 100 in a debug build).
+const STACK_PER_LEVEL: u64 = 512;
 
 /// Removes `path` and everything below it, whatever its depth and whatever permissions its
 /// owner left on its folders. A path that does not exist is removed already.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
     let gone =
         || matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound);
-    if gone() {
-        return Ok(());
-    }
+    let first = match bounded_remove(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => e,
+    };
     let quietly = |program: &str, args: &[&str]| {
-        Command::new(program)
+        let _ = Command::new(program)
             .args(args)
             .arg(path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status()
+            .status();
     };
-    let spawned = quietly("rm", &["-rf", "--"]);
+    quietly("rm", &["-rf", "--"]);
     if gone() {
         return Ok(());
     }
-    if spawned.is_err() {
-        // No `rm` on this machine: the standard library's removal, for shallow trees.
-        std::fs::remove_dir_all(path)?;
-        return Ok(());
-    }
-    let _ = quietly("chmod", &["-R", "u+rwx", "--"]);
-    let _ = quietly("rm", &["-rf", "--"]);
+    quietly("chmod", &["-R", "u+rwx", "--"]);
+    quietly("rm", &["-rf", "--"]);
     if gone() {
         Ok(())
     } else {
-        Err(io::Error::other(format!(
-            "`rm -rf` left `{}` behind",
-            path.display()
-        )))
+        Err(first)
     }
+}
+
+/// `remove_dir_all(path)` on a thread with room on its stack for one level per descriptor
+/// the process may open.
+fn bounded_remove(path: &Path) -> io::Result<()> {
+    let levels = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    let stack = levels
+        .saturating_mul(STACK_PER_LEVEL)
+        .clamp(8 << 20, 1 << 30);
+    let owned = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("remove-tree".into())
+        .stack_size(usize::try_from(stack).unwrap_or(8 << 20))
+        .spawn(move || std::fs::remove_dir_all(owned))?
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the removal thread panicked")))
 }
 
 /// A folder that is removed with [`remove_tree`] when this is dropped, on every path out
@@ -93,20 +112,50 @@ mod tests {
 
     /// A tree deeper than hevo has descriptors: `remove_dir_all` holds one per level and
     /// failed with EMFILE (a proposer left 22,500 nested folders in `pending/`, and the run
-    /// stopped at every iteration); the second pass removes it.
+    /// stopped at every iteration); the fallback removes it. Run in a child process of this
+    /// test binary whose descriptor limit is 256, so that the tree needs only 1,000 levels
+    /// (`rm -rf` takes time quadratic in the depth) and no other test's descriptors count.
     #[test]
     fn a_tree_deeper_than_the_descriptor_limit_goes() {
+        const CHILD: &str = "HEVO_TEST_DEEP_TREE_CHILD";
+        if let Some(dir) = std::env::var_os(CHILD) {
+            let t = PathBuf::from(dir).join("deep");
+            std::fs::create_dir(&t).unwrap();
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 256, 256)
+                .unwrap();
+            deep_chain(&t, 1000);
+            // the plain removal cannot: the fallback is what is tested
+            assert!(std::fs::remove_dir_all(&t).is_err());
+            remove_tree(&t).unwrap();
+            assert!(!t.exists());
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "remove::tests::a_tree_deeper_than_the_descriptor_limit_goes",
+            ])
+            .env(CHILD, d.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    }
+
+    /// `depth` folders `d/d/d/...` under `root`, made through descriptors (a path that long
+    /// is over `PATH_MAX`), one held at a time.
+    fn deep_chain(root: &Path, depth: usize) {
         use nix::fcntl::{openat, OFlag};
         use nix::sys::stat::{mkdirat, Mode};
-        let d = tempfile::tempdir().unwrap();
-        let t = d.path().join("deep");
-        std::fs::create_dir(&t).unwrap();
-        let (soft, _) =
-            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
-        let depth = usize::try_from(soft).unwrap_or(usize::MAX).min(60_000) + 500;
-        let mut fd: std::os::fd::OwnedFd = std::fs::File::open(&t).unwrap().into();
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut fd: OwnedFd = std::fs::File::open(root).unwrap().into();
         for _ in 0..depth {
-            use std::os::fd::{AsRawFd, FromRawFd};
             mkdirat(Some(fd.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
             let next = openat(
                 Some(fd.as_raw_fd()),
@@ -115,10 +164,7 @@ mod tests {
                 Mode::empty(),
             )
             .unwrap();
-            fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(next) };
+            fd = unsafe { OwnedFd::from_raw_fd(next) };
         }
-        drop(fd);
-        remove_tree(&t).unwrap();
-        assert!(!t.exists());
     }
 }
