@@ -328,9 +328,11 @@ fn is(st: &FileStat, t: SFlag) -> bool {
 /// descriptors (thousands of gateway connections) got its sibling trials killed as "over
 /// the trial's disk limit".
 fn hevo_short(e: Errno) -> bool {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let short = matches!(e, Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM);
-    if short {
-        tracing::warn!(error = %e, "the disk measurement skipped a folder: hevo ran short");
+    // Once per process: a walk short of descriptors meets this at every folder.
+    if short && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(error = %e, "the disk measurement skipped folders: hevo ran short");
     }
     short
 }

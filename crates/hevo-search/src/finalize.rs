@@ -445,26 +445,37 @@ pub fn finalize(
         })?;
     let test_ids: std::collections::HashSet<&str> =
         suite_tasks.iter().map(|s| s.as_str()).collect();
-    // Every harness to test is what the search evaluated under its name (none recorded for
-    // a run from before the store kept names: nothing to compare), checked before any
-    // trial runs.
+    // Every harness to test is loaded (hashed once) before any trial runs, and must be what
+    // the search evaluated under its name (none recorded for a run from before the store
+    // kept names: nothing to compare).
+    let mut loaded = BTreeMap::new();
     for (name, _) in &roles {
-        let Some((_, code)) = dirs.get(name) else {
+        if loaded.contains_key(name) {
             continue;
-        };
+        }
+        let (_, code) = dirs
+            .get(name)
+            .ok_or_else(|| FinalizeError::MissingCandidate {
+                name: name.clone(),
+                archive: candidates_dir.clone(),
+            })?;
         let failed = |source: EvalError| FinalizeError::Eval {
             candidate: name.clone(),
             source,
         };
-        let harness = hevo_runtime::harness::Harness::load(code).map_err(|e| failed(e.into()))?;
+        let candidate = evaluator.load_as(code, name).map_err(failed)?;
         let versions = searched.versions_of(name).map_err(|e| failed(e.into()))?;
-        let now = (harness.code_hash.clone(), harness.params_json());
+        let now = (
+            candidate.harness.code_hash.clone(),
+            candidate.harness.params_json(),
+        );
         if !versions.is_empty() && !versions.contains(&now) {
             return Err(FinalizeError::Changed {
                 name: name.clone(),
                 code: code.clone(),
             });
         }
+        loaded.insert(name.clone(), candidate);
     }
     let mut test = BTreeMap::new();
     let mut outcomes: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
@@ -474,18 +485,12 @@ pub fn finalize(
         if test.contains_key(&name) {
             continue;
         }
-        let (_, code) = dirs
-            .get(&name)
-            .ok_or_else(|| FinalizeError::MissingCandidate {
-                name: name.clone(),
-                archive: candidates_dir.clone(),
-            })?;
         log(&format!("test: {name} ({role})"));
         let eval_err = |source| FinalizeError::Eval {
             candidate: name.clone(),
             source,
         };
-        let candidate = evaluator.load_as(code, &name).map_err(eval_err)?;
+        let candidate = loaded.remove(&name).expect("loaded above");
         let batch = Batch {
             split: Split::Test,
             tasks: None,
