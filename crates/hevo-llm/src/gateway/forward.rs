@@ -126,7 +126,8 @@ async fn send(call: Call, request: RawRequest, hide_usage_chunk: bool, answer: A
     }
 }
 
-/// Passes a stream on event by event, watching usage; records the call when it ends. The
+/// Passes a stream on event by event, watching usage, each event with the provider keys it
+/// quotes replaced ([`Call::scrubbed_bytes`]); records the call when it ends. The
 /// upstream is read to its end even if the caller left, so what was spent is recorded. A
 /// stream that broke off, ended with an error event or without its last event ([`Ending`])
 /// is a backend error, priced by the usage it had reported.
@@ -145,6 +146,8 @@ async fn relay(
     let mut events = 0usize;
     let mut broke = None;
     let mut handle = |event: Vec<u8>, traced: &mut Vec<Value>| {
+        // an event is whole here, so a key it quotes is replaced whole
+        let event = call.scrubbed_bytes(Bytes::from(event));
         let (name, data) = parse_event(&event);
         let value = serde_json::from_str::<Value>(&data).ok();
         ending.observe(api, name.as_deref(), &data, value.as_ref());
@@ -169,7 +172,7 @@ async fn relay(
             }));
         }
         if pass {
-            let _ = tx.send(Ok(Bytes::from(event)));
+            let _ = tx.send(Ok(event));
         }
     };
     let mut cancelled = false;

@@ -1,6 +1,7 @@
 //! Provider keys an upstream quotes in its errors (an OpenAI-compatible server echoing the
 //! `Authorization` header it got) reach neither the harness, nor the ledger, nor the traces:
-//! a forwarded 400 passed on as the upstream sent it, and a 401 the gateway turns into 502.
+//! a forwarded 400 passed on as the upstream sent it, a 401 the gateway turns into 502, and
+//! a forwarded stream's events.
 
 use std::sync::Arc;
 
@@ -17,13 +18,21 @@ use serde_json::{json, Value};
 const KEY_VAR: &str = "HEVO_TEST_SCRUB_KEY";
 const SECRET: &str = "sk-scrub-secret-0123456789";
 
-/// Answers every call with an error quoting the `Authorization` header it was sent.
+/// Answers every call with an error quoting the `Authorization` header it was sent; a
+/// streamed call gets a 200 stream whose text and closing error event quote it.
 async fn echo(headers: HeaderMap, Json(body): Json<Value>) -> Response {
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    if body["stream"] == true {
+        let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": "echo-stream",
+            "choices": [{"index": 0, "delta": {"content": format!("you sent {auth}")}}]});
+        let error = json!({"error": {"message": format!("stream aborted for {auth}")}});
+        let events = format!("data: {chunk}\n\ndata: {error}\n\n");
+        return ([("content-type", "text/event-stream")], events).into_response();
+    }
     let status = if body["model"] == "echo-401" {
         StatusCode::UNAUTHORIZED
     } else {
@@ -47,11 +56,13 @@ async fn an_upstream_quoting_its_key_leaks_it_nowhere() {
     let routes = vec![
         ModelRoute::new("m400", "up", "echo-400"),
         ModelRoute::new("m401", "up", "echo-401"),
+        ModelRoute::new("mstream", "up", "echo-stream"),
     ];
     let prices = PriceTable::empty()
         .with_overrides([
             ("echo-400".to_owned(), ModelPrice::paid(1.0, 1.0, 1.0)),
             ("echo-401".to_owned(), ModelPrice::paid(1.0, 1.0, 1.0)),
+            ("echo-stream".to_owned(), ModelPrice::paid(1.0, 1.0, 1.0)),
         ])
         .unwrap();
     let sink = Arc::new(MemorySink::new());
@@ -78,9 +89,23 @@ async fn an_upstream_quoting_its_key_leaks_it_nowhere() {
         assert!(text.contains("[provider key]"), "{model}: {text}");
     }
     assert_eq!(statuses, [400, 502]);
+    // a forwarded stream is passed on event by event, each scrubbed
+    let reply = client
+        .post(format!("{}/chat/completions", gateway.openai_base_url()))
+        .bearer_auth(key.as_str())
+        .json(&json!({"model": "mstream", "stream": true,
+                      "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 200);
+    let text = reply.text().await.unwrap();
+    assert!(text.contains("stream aborted for"), "{text}");
+    assert!(!text.contains(SECRET), "{text}");
+    assert_eq!(text.matches("[provider key]").count(), 2, "{text}");
     gateway.gateway().close_trial(&key).await;
     let rows = sink.records();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
     for row in &rows {
         let stored = serde_json::to_string(row).unwrap();
         assert!(!stored.contains(SECRET), "{stored}");
