@@ -7,7 +7,9 @@
 //! bound to this machine's non-loopback address; what sbatch refuses is reported with its
 //! cause, named once, and what the cluster cannot run (a partition it lacks, an array
 //! larger than its `MaxArraySize`, a missing Slurm command) is refused before any work;
-//! jobs waiting in the queue are reported while they wait; nothing is left in the spool.
+//! jobs waiting in the queue are reported while they wait; a controller outage fails no
+//! trial, is told, and a run stopped during one re-attaches to its jobs when resumed;
+//! nothing is left in the spool.
 //!
 //! Without a cluster these tests say so and pass, unless `HEVO_TEST_SLURM=1` (set by
 //! `.ci/run`), which makes a missing cluster a failure.
@@ -977,63 +979,36 @@ fn while_jobs_wait_in_the_queue_their_state_is_printed() {
         ..Setup::default()
     };
     let dir = setup_with(tmp.path(), "true", 2, &setup);
-    let mut child = hevo()
-        .args(["run", "--json"])
-        .arg(&dir)
-        .env("TMPDIR", tmp.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
-    let reader = {
-        let lines = lines.clone();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
-                lines.lock().unwrap().push(line.unwrap());
-            }
-        })
-    };
-    let said = |what: &str| lines.lock().unwrap().iter().any(|l| l.contains(what));
+    let mut hevo = Watched::start(&dir, tmp.path(), None);
     // Before any trial ends: the submission, then the jobs' state, all of them pending.
-    for _ in 0..1200 {
-        if said("job(s) pending, 0 running") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if !said("job(s) pending, 0 running") {
+    if !hevo.wait_for("job(s) pending, 0 running", 120) {
         // Leave no hevo and no held job behind.
-        child.kill().unwrap();
-        child.wait().unwrap();
+        hevo.child.kill().unwrap();
+        hevo.child.wait().unwrap();
         for id in our_jobs(tmp.path()) {
             let _ = Command::new("scancel").arg(&id).output();
         }
     }
+    let lines = || hevo.lines.lock().unwrap().clone();
     assert!(
-        said("hevo:   slurm: ") && said("job(s) submitted (job "),
+        hevo.said("hevo:   slurm: ") && hevo.said("job(s) submitted (job "),
         "{:?}",
-        lines.lock().unwrap()
+        lines()
     );
-    assert!(
-        said("job(s) pending, 0 running"),
-        "{:?}",
-        lines.lock().unwrap()
-    );
-    assert!(!said("trials, mean outcome"), "{:?}", lines.lock().unwrap());
+    assert!(hevo.said("job(s) pending, 0 running"), "{:?}", lines());
+    assert!(!hevo.said("trials, mean outcome"), "{:?}", lines());
     // Release every job of the run (later batches are held too) until hevo ends.
-    let status = loop {
+    loop {
         for id in our_jobs(tmp.path()) {
             let _ = Command::new("scontrol").args(["release", &id]).output();
         }
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
+        if hevo.child.try_wait().unwrap().is_some() {
+            break;
         }
         std::thread::sleep(Duration::from_millis(200));
-    };
-    reader.join().unwrap();
-    assert!(status.success(), "{:?}", lines.lock().unwrap());
+    }
+    let (status, lines) = hevo.end();
+    assert!(status.success(), "{lines:?}");
 }
 
 #[test]
@@ -1093,4 +1068,258 @@ fn a_jobs_wait_in_the_queue_does_not_count_against_its_time_limit() {
         rows.iter().all(|(_, s, a)| s == "pass" && *a == 1),
         "{rows:?}"
     );
+}
+
+/// `hevo run --json` on `dir` (progress on), with `path` as its PATH when given, and its
+/// stderr lines as they come.
+struct Watched {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    fn start(dir: &Path, tmp: &Path, path: Option<&str>) -> Watched {
+        let mut hevo = hevo();
+        hevo.args(["run", "--json"])
+            .arg(dir)
+            .env("TMPDIR", tmp)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(path) = path {
+            hevo.env("PATH", path);
+        }
+        let mut child = hevo.spawn().unwrap();
+        let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let reader = {
+            let lines = lines.clone();
+            let stderr = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                    lines.lock().unwrap().push(line.unwrap());
+                }
+            })
+        };
+        Watched {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Whether a line so far contains `what`.
+    fn said(&self, what: &str) -> bool {
+        self.lines.lock().unwrap().iter().any(|l| l.contains(what))
+    }
+
+    /// Waits up to `secs` for a line containing `what`; whether one came.
+    fn wait_for(&self, what: &str, secs: u64) -> bool {
+        for _ in 0..secs * 10 {
+            if self.said(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// Waits for hevo to end; its status and every stderr line.
+    fn end(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let status = self.child.wait().unwrap();
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        let lines = self.lines.lock().unwrap().clone();
+        (status, lines)
+    }
+}
+
+/// A `bin/` in `tmp` whose `squeue`, `scontrol`, `sbatch` and `scancel` say what the real
+/// ones say when slurmctld is down (`Unable to contact slurm controller (connect
+/// failure)`, exit 1; scancel 8) while `tmp/outage` exists, and whose `sbatch` also fails
+/// so once when `tmp/sbatch-outage` exists (removing it); otherwise they run the real ones.
+/// The jobs themselves run on the real cluster throughout, as they do in a real outage.
+fn outage_shims(tmp: &Path) -> PathBuf {
+    let bin = tmp.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let outage = tmp.join("outage");
+    let once = tmp.join("sbatch-outage");
+    for (name, said, code) in [
+        (
+            "squeue",
+            "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+            1,
+        ),
+        (
+            "scontrol",
+            "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+            1,
+        ),
+        (
+            "sbatch",
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller \
+             (connect failure)",
+            1,
+        ),
+        (
+            "scancel",
+            "scancel: error: Kill job error on job id $1: Unable to contact slurm controller \
+             (connect failure)",
+            8,
+        ),
+    ] {
+        let which = Command::new("which").arg(name).output().unwrap();
+        let real = String::from_utf8_lossy(&which.stdout).trim().to_string();
+        let sbatch_once = if name == "sbatch" {
+            format!(
+                "if [ -e '{o}' ]; then rm -f '{o}'; echo \"{said}\" >&2; exit {code}; fi\n",
+                o = once.display()
+            )
+        } else {
+            String::new()
+        };
+        let shim = bin.join(name);
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\nif [ -e '{}' ]; then sleep 0.5; echo \"{said}\" >&2; exit {code}; fi\n\
+                 {sbatch_once}exec '{real}' \"$@\"\n",
+                outage.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    bin
+}
+
+#[test]
+fn a_controller_outage_fails_no_trial_and_is_told_while_it_lasts() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("starts.log");
+    // Task v1's job runs through the whole outage; v0's ends during it; v2 and v3 are
+    // launched during it.
+    let dir = setup_with(
+        tmp.path(),
+        &format!(
+            "echo \"$HEVO_TRIAL_ID\" >> '{}'; case \"$input\" in x1) sleep 14;; *) sleep 2;; esac",
+            log.display()
+        ),
+        4,
+        &Setup::default(),
+    );
+    let bin = outage_shims(tmp.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let hevo = Watched::start(&dir, tmp.path(), Some(&path));
+    assert!(hevo.wait_for("job(s) submitted (job ", 60));
+    // The controller goes down for 8 s, then takes queries before it takes a submission.
+    std::fs::write(tmp.path().join("outage"), "").unwrap();
+    std::thread::sleep(Duration::from_secs(8));
+    std::fs::write(tmp.path().join("sbatch-outage"), "").unwrap();
+    std::fs::remove_file(tmp.path().join("outage")).unwrap();
+    let (status, lines) = hevo.end();
+    assert!(status.success(), "{lines:#?}");
+    let told = |what: &str| lines.iter().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        told("slurm: the controller cannot be reached ("),
+        2,
+        "the outage and the failed submission, each once: {lines:#?}"
+    );
+    assert!(
+        told("Unable to contact slurm controller (connect failure)); hevo waits for it") == 2,
+        "{lines:#?}"
+    );
+    assert_eq!(
+        told("slurm: the controller answers again, after "),
+        2,
+        "{lines:#?}"
+    );
+    // The refused submission was sent again.
+    assert!(!tmp.path().join("sbatch-outage").exists(), "{lines:#?}");
+    // No trial failed, was retried or ran twice.
+    let conn = db(&dir);
+    let mut st = conn
+        .prepare("SELECT task_id, status, attempts FROM trials")
+        .unwrap();
+    let rows: Vec<(String, String, i64)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(rows.len() >= 8, "{rows:?}");
+    assert!(
+        rows.iter().all(|(_, s, a)| s == "pass" && *a == 1),
+        "{rows:?}"
+    );
+    // Every trial's job started once (and the candidate's smoke test on the train task).
+    assert!(assert_no_trial_ran_twice(&log) > rows.len());
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_run_stopped_during_an_outage_ends_and_its_resume_reattaches_to_the_jobs() {
+    if !cluster() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("starts.log");
+    let dir = setup_with(
+        tmp.path(),
+        &format!("echo \"$HEVO_TRIAL_ID\" >> '{}'; sleep 12", log.display()),
+        2,
+        &Setup::default(),
+    );
+    let bin = outage_shims(tmp.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let hevo = Watched::start(&dir, tmp.path(), Some(&path));
+    let started = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    for _ in 0..600 {
+        if started() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(started(), 2, "the jobs never started");
+    std::fs::write(tmp.path().join("outage"), "").unwrap();
+    assert!(hevo.wait_for("the controller cannot be reached", 60));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(hevo.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    // hevo does not wait for the controller to cancel the jobs: they run on, and their
+    // spool directories are kept.
+    let (status, lines) = hevo.end();
+    assert_eq!(status.code(), Some(130), "{lines:#?}");
+    let running = our_jobs(tmp.path());
+    assert_eq!(running.len(), 2, "{running:?} {lines:#?}");
+    assert_eq!(spooled(&dir).len(), 2, "{lines:#?}");
+    // The controller is back: the same command re-attaches to the jobs.
+    std::fs::remove_file(tmp.path().join("outage")).unwrap();
+    let out = run(&dir, tmp.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_trial_ran_twice(&log);
+    let conn = db(&dir);
+    let seed: Vec<(String, i64)> = conn
+        .prepare("SELECT status, attempts FROM trials WHERE candidate_id = 1")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(seed, vec![("pass".to_string(), 1); 2]);
+    assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }

@@ -196,7 +196,8 @@ pub(crate) fn progress_lines(
 
 /// Progress lines for `report` of what a Slurm executor's jobs do (`--no-progress`: none):
 /// how many the first sbatch of a batch submitted, then every 30 s, while any is queued or
-/// running, how many wait and run.
+/// running, how many wait and run; a controller outage when it begins, every 30 s while it
+/// lasts, and when it ends.
 pub fn queue_lines(report: ProgressFn) -> hevo_runtime::slurm::QueueReport {
     use hevo_runtime::slurm::QueueNews;
     Arc::new(move |news: &QueueNews| match news {
@@ -212,6 +213,19 @@ pub fn queue_lines(report: ProgressFn) -> hevo_runtime::slurm::QueueReport {
         } => report(&format!(
             "  slurm: {pending} job(s) pending, {running} running, {} elapsed",
             crate::run::clock(elapsed.as_secs_f64())
+        )),
+        QueueNews::Unreachable { elapsed, said } if elapsed.is_zero() => report(&format!(
+            "  slurm: the controller cannot be reached ({said}); hevo waits for it and asks \
+             again every {} s: the jobs run on, and no trial fails for it",
+            hevo_runtime::slurm::OUTAGE_POLL.as_secs()
+        )),
+        QueueNews::Unreachable { elapsed, .. } => report(&format!(
+            "  slurm: the controller still cannot be reached, {} since the first failure",
+            crate::run::clock(elapsed.as_secs_f64())
+        )),
+        QueueNews::Reachable { after } => report(&format!(
+            "  slurm: the controller answers again, after {}",
+            crate::run::clock(after.as_secs_f64())
         )),
     })
 }

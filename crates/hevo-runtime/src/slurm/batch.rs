@@ -14,7 +14,13 @@
 //!                    └─ others: wait for their id
 //!         ─► 1 waiting: sbatch job.sh                         ─► id
 //!         ─► n waiting: sbatch --array=0-(n-1) <array>.sh     ─► A_0 .. A_(n-1)
+//!         ─► sbatch could not connect to the controller: sent again every OUTAGE_POLL
+//!            for the launches still waiting (a cancelled launch stops waiting)
 //! ```
+//!
+//! Only a failure to connect is sent again: a submission that timed out may have reached
+//! the controller, so it fails its launch (the trial is retried as an infra fault). A job
+//! submitted for a launch that stopped waiting meanwhile is cancelled at once.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,7 +31,7 @@ use tokio::sync::{oneshot, Notify};
 
 use super::queue::Queue;
 use super::spool::Spool;
-use super::{script, slurm, SlurmOptions};
+use super::{scancel, script, slurm, unreachable, SlurmOptions, OUTAGE_POLL};
 use crate::launch::LaunchError;
 
 /// How long the first launch of a quiet period waits for others to join its array.
@@ -110,16 +116,37 @@ impl Batcher {
                 .by_ref()
                 .take(self.options.array_max.max(1) as usize)
                 .collect();
+            self.send(chunk).await;
+        }
+    }
+
+    /// Submits `chunk` and tells each launch its id or the error; while sbatch cannot
+    /// connect to the controller, sends it again (see the module documentation).
+    async fn send(&self, mut chunk: Vec<Pending>) {
+        loop {
             match self.sbatch(&chunk).await {
                 Ok(ids) => {
                     for (p, id) in chunk.into_iter().zip(ids) {
-                        let _ = p.tx.send(Ok(id));
+                        if p.tx.send(Ok(id.clone())).is_err() {
+                            // Its launch was cancelled while it was being submitted.
+                            scancel(&self.queue, &id).await;
+                        }
+                    }
+                    return;
+                }
+                Err(e) if not_sent(&e) => {
+                    self.queue.unreachable(unreachable(&e).unwrap_or_default());
+                    tokio::time::sleep(OUTAGE_POLL).await;
+                    chunk.retain(|p| !p.tx.is_closed());
+                    if chunk.is_empty() {
+                        return;
                     }
                 }
                 Err(e) => {
                     for p in chunk {
                         let _ = p.tx.send(Err(each(&e)));
                     }
+                    return;
                 }
             }
         }
@@ -207,6 +234,7 @@ impl Batcher {
         for (p, id) in chunk.iter().zip(&ids) {
             p.spool.set_job(id, &name);
         }
+        self.queue.reached();
         self.queue.submitted(ids.len(), &id);
         Ok(ids)
     }
@@ -235,6 +263,13 @@ const REFUSALS: [&str; 11] = [
 pub(crate) fn refused(code: Option<i32>, stderr: &str) -> bool {
     let stderr = stderr.to_lowercase();
     code == Some(255) || REFUSALS.iter().any(|r| stderr.contains(r))
+}
+
+/// Whether a failed `sbatch` never reached the controller (it could not connect), so
+/// sending it again cannot submit the job twice.
+fn not_sent(e: &LaunchError) -> bool {
+    matches!(e, LaunchError::Scheduler { reason, .. }
+        if reason.to_lowercase().contains("unable to contact slurm controller (connect failure)"))
 }
 
 /// The error of one `sbatch` call, for one launch of its chunk: a scheduler error or
@@ -282,5 +317,26 @@ mod tests {
             Some(1),
             "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
         ));
+    }
+
+    #[test]
+    fn only_a_submission_that_could_not_connect_is_sent_again() {
+        let failed = |said: &str| LaunchError::Scheduler {
+            job: None,
+            reason: format!("sbatch failed: sbatch: error: Batch job submission failed: {said}"),
+        };
+        assert!(not_sent(&failed(
+            "Unable to contact slurm controller (connect failure)"
+        )));
+        // These may have reached the controller: sending again could run the job twice.
+        assert!(!not_sent(&failed(
+            "Unable to contact slurm controller (receive failure)"
+        )));
+        assert!(!not_sent(&failed(
+            "Socket timed out on send/recv operation"
+        )));
+        assert!(!not_sent(&LaunchError::Refused {
+            reason: "Unable to contact slurm controller (connect failure)".into()
+        }));
     }
 }

@@ -20,6 +20,18 @@
 //! sbatch refuses the job as configured (batch.rs) ─► LaunchError::Refused (no retry)
 //! ```
 //!
+//! Controller outages (slurmctld down, restarting or failing over; every Slurm command then
+//! fails with `Unable to contact slurm controller`, after its own retries) fail no trial:
+//! the jobs keep running on the nodes and write their exit markers, so hevo waits. A poll
+//! that cannot reach the controller is tried again every [`OUTAGE_POLL`] (a job whose exit
+//! marker appears meanwhile has ended, and is read back); the check for a launch's job
+//! before it is submitted waits too (asking nothing would submit a job that may still run);
+//! a submission that could not connect is sent again (`batch.rs`). The outage is told as
+//! it begins, every 30 s while it lasts, and when it ends (`queue.rs`). A trial's timeout
+//! still counts, and its `scancel` is sent again until the controller takes it; a
+//! cancelled run does not wait: its launches end as cancelled and keep their spool
+//! directories, so a resumed hevo re-attaches to the jobs that still run.
+//!
 //! What the jobs do (submitted, pending, running) is told to a reporter while they wait
 //! (`queue.rs`), from the same polls.
 //!
@@ -143,6 +155,71 @@ pub fn job_name(spec: &LaunchSpec) -> String {
     )
 }
 
+/// How long hevo waits before asking a controller that could not be reached again.
+pub const OUTAGE_POLL: Duration = Duration::from_secs(5);
+
+/// What a Slurm command said, if it failed because the controller could not be reached
+/// (down, restarting, in standby, too slow to answer): what it asked may succeed once the
+/// controller answers again.
+fn unreachable(e: &LaunchError) -> Option<&str> {
+    let LaunchError::Scheduler { reason, .. } = e else {
+        return None;
+    };
+    let lower = reason.to_lowercase();
+    [
+        "unable to contact slurm controller",
+        "in standby mode",
+        "socket timed out on send/recv",
+    ]
+    .iter()
+    .any(|s| lower.contains(s))
+    .then_some(reason.as_str())
+}
+
+/// `query` (a Slurm command) until the controller answers it: while it cannot be reached,
+/// the outage is told to `queue` and the query is asked again every [`OUTAGE_POLL`];
+/// `Err(Stopped)` if `cancel` fires meanwhile.
+async fn answered<T, F, Fut>(
+    queue: &Queue,
+    cancel: &Cancel,
+    mut query: F,
+) -> Result<Result<T, LaunchError>, Stopped>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LaunchError>>,
+{
+    loop {
+        let answer = query().await;
+        let Some(said) = answer.as_ref().err().and_then(unreachable) else {
+            queue.reached();
+            return Ok(answer);
+        };
+        queue.unreachable(said);
+        tokio::select! {
+            _ = tokio::time::sleep(OUTAGE_POLL) => {}
+            _ = cancel.cancelled() => return Err(Stopped),
+        }
+    }
+}
+
+/// A launch cancelled while it waited for the controller or for its submission.
+struct Stopped;
+
+/// The outcome of a [`Stopped`] launch: nothing ran on hevo's side. Its spool directory, if
+/// any, is the caller's to keep (a job that may still run) or remove.
+fn stopped() -> ProcessOutcome {
+    ProcessOutcome {
+        exit: Exit::Cancelled,
+        wall: Duration::ZERO,
+        stdout: StreamStats::default(),
+        stderr: StreamStats::default(),
+        stdout_tail: Vec::new(),
+        pid: 0,
+        cgroup: None,
+        disk: None,
+    }
+}
+
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> LaunchError {
     move |source| LaunchError::Io { what, source }
 }
@@ -174,21 +251,28 @@ async fn slurm(args: &[&str], what: &'static str) -> Result<String, LaunchError>
 
 /// The job of this launch that is still queued or running, if any: the one its spool
 /// records (checked by name, as job ids restart with a new cluster), else a job of its name.
-async fn alive_job(spool: &Spool, name: &str) -> Option<String> {
+/// Waits while the controller cannot be reached ([`answered`]).
+async fn alive_job(
+    queue: &Queue,
+    cancel: &Cancel,
+    spool: &Spool,
+    name: &str,
+) -> Result<Option<String>, Stopped> {
     if let Some((id, job_name)) = spool.job() {
-        if let Ok(info) = job_state(&id).await {
+        if let Ok(info) = answered(queue, cancel, || job_state(&id)).await? {
             if info.name == job_name && !terminal(&info.state) {
-                return Some(id);
+                return Ok(Some(id));
             }
         }
     }
-    let out = slurm(&["squeue", "-h", "--name", name, "-o", "%i %T"], "squeue")
-        .await
-        .ok()?;
-    out.lines().find_map(|l| {
+    let squeue = ["squeue", "-h", "--name", name, "-o", "%i %T"];
+    let Ok(out) = answered(queue, cancel, || slurm(&squeue, "squeue")).await? else {
+        return Ok(None);
+    };
+    Ok(out.lines().find_map(|l| {
         let (id, state) = l.split_once(' ')?;
         (!terminal(state)).then(|| id.to_string())
-    })
+    }))
 }
 
 fn terminal(state: &str) -> bool {
@@ -262,8 +346,15 @@ async fn submit(
     launcher.batcher.submit(name, spool.clone(), minutes).await
 }
 
-async fn scancel(id: &str) {
-    let _ = slurm(&["scancel", id], "scancel").await;
+/// Cancels job `id`; false if the controller could not be reached (the job still runs).
+async fn scancel(queue: &Queue, id: &str) -> bool {
+    let answer = slurm(&["scancel", id], "scancel").await;
+    if let Some(said) = answer.as_ref().err().and_then(unreachable) {
+        queue.unreachable(said);
+        return false;
+    }
+    queue.reached();
+    true
 }
 
 /// Caps a file written by Slurm at `cap` bytes and returns its stats and last `tail` bytes.
@@ -362,26 +453,42 @@ async fn run_job(
     let name = job_name(&spec);
     let spool = Spool::new(&options.spool, &name);
     let tracked = launcher.queue.track(&name);
-    let id = match alive_job(&spool, &name).await {
-        Some(id) => id,
-        None => match spool.finished() {
+    let cancel: Cancel = spec.cancel.clone();
+    let id = match alive_job(&launcher.queue, &cancel, &spool, &name).await {
+        // The controller could not say whether a job of this launch runs: its spool stays.
+        Err(Stopped) => return Ok(stopped()),
+        Ok(Some(id)) => id,
+        Ok(None) => match spool.finished() {
             // The job ended while hevo was down: its result is in the shared run directory.
             Some(Finished { exit, wall }) => {
                 let id = spool.job().map(|(id, _)| id).unwrap_or_default();
                 return Ok(finish(&spool, &spec, exit, wall, &id));
             }
-            None => match submit(launcher, &spec, &name, &spool).await {
-                Ok(id) => id,
-                Err(e) => {
-                    // No job: nothing to resume (the retry, if any, writes it again).
-                    spool.remove();
-                    return Err(e);
+            None => {
+                // A cancelled launch stops waiting for its submission (the batcher cancels
+                // the job if it is submitted all the same).
+                let submitted = tokio::select! {
+                    r = submit(launcher, &spec, &name, &spool) => Ok(r),
+                    _ = cancel.cancelled() => Err(Stopped),
+                };
+                match submitted {
+                    Ok(Ok(id)) => id,
+                    Ok(Err(e)) => {
+                        // No job: nothing to resume (the retry, if any, writes it again).
+                        spool.remove();
+                        return Err(e);
+                    }
+                    Err(Stopped) => {
+                        spool.remove();
+                        return Ok(stopped());
+                    }
                 }
-            },
+            }
         },
     };
-    let cancel: Cancel = spec.cancel.clone();
     let mut forced: Option<Exit> = None;
+    // Whether the controller took the `scancel` of a forced end.
+    let mut cancel_sent = false;
     // When the job was first seen running: its time limit counts from there, not from its
     // wait in the queue.
     let mut running_since: Option<Instant> = None;
@@ -393,31 +500,58 @@ async fn run_job(
             sig: 0,
         };
         let info = match job_state(&id).await {
-            Ok(info) => info,
-            // Slurm forgets ended jobs after a while (MinJobAge); the marker remains.
-            Err(_) if spool.finished().is_some() => ended("COMPLETED"),
-            // An array element hevo cancelled while it waited is forgotten at once.
-            Err(_) if forced.is_some() => ended("CANCELLED"),
-            Err(e) => return Err(e),
+            Ok(info) => {
+                launcher.queue.reached();
+                Some(info)
+            }
+            // Slurm forgets ended jobs after a while (MinJobAge); the marker remains (and
+            // is how a job that ends while the controller is down is seen to end).
+            Err(_) if spool.finished().is_some() => Some(ended("COMPLETED")),
+            Err(e) => match unreachable(&e) {
+                // The job runs on without the controller: ask again later.
+                Some(said) => {
+                    launcher.queue.unreachable(said);
+                    None
+                }
+                // An array element hevo cancelled while it waited is forgotten at once.
+                None if forced.is_some() => Some(ended("CANCELLED")),
+                None => return Err(e),
+            },
         };
-        if terminal(&info.state) {
-            break info;
-        }
-        tracked.set(&info.state);
-        if running_since.is_none() && !queue::waiting(&info.state) {
-            running_since = Some(Instant::now());
+        let heard = info.is_some();
+        if let Some(info) = info {
+            if terminal(&info.state) {
+                break info;
+            }
+            tracked.set(&info.state);
+            if running_since.is_none() && !queue::waiting(&info.state) {
+                running_since = Some(Instant::now());
+            }
         }
         if forced.is_none() {
             if cancel.is_cancelled() {
                 forced = Some(Exit::Cancelled);
-                scancel(&id).await;
             } else if running_since.is_some_and(|t| t.elapsed() > spec.timeout) {
                 forced = Some(Exit::TimedOut);
-                scancel(&id).await;
             }
         }
+        if forced.is_some() && !cancel_sent {
+            // A cancelled run does not wait for the controller: the job may still run, so
+            // its spool stays for a resumed hevo to re-attach to.
+            if forced == Some(Exit::Cancelled) && !heard {
+                return Ok(stopped());
+            }
+            cancel_sent = scancel(&launcher.queue, &id).await;
+            if !cancel_sent && forced == Some(Exit::Cancelled) {
+                return Ok(stopped());
+            }
+        }
+        let pause = match heard {
+            true => options.poll,
+            false => options.poll.max(OUTAGE_POLL),
+        };
         tokio::select! {
-            _ = tokio::time::sleep(options.poll) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = cancel.cancelled(), if forced.is_none() => {}
         }
     };

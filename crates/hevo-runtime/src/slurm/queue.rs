@@ -8,6 +8,9 @@
 //! ```text
 //! first sbatch of a busy period ─► QueueNews::Submitted { jobs, id }
 //! every EVERY while any is tracked ─► QueueNews::Waiting { pending, running, elapsed }
+//! a Slurm command cannot reach the controller ─► QueueNews::Unreachable { elapsed: 0, said }
+//!     then every EVERY while none reaches it  ─► QueueNews::Unreachable { elapsed, said }
+//! the first command that reaches it again     ─► QueueNews::Reachable { after }
 //! ```
 
 use std::collections::HashMap;
@@ -39,6 +42,20 @@ pub enum QueueNews {
         /// Since the busy period began.
         elapsed: Duration,
     },
+    /// A Slurm command could not reach the controller (it is down or restarting): hevo
+    /// waits for it, polling, instead of failing its trials. Told when it begins, then
+    /// every [`EVERY`] while it lasts (in place of [`QueueNews::Waiting`]).
+    Unreachable {
+        /// Since the first command that could not reach it.
+        elapsed: Duration,
+        /// What that command said.
+        said: String,
+    },
+    /// The controller answers again after an outage.
+    Reachable {
+        /// How long it could not be reached.
+        after: Duration,
+    },
 }
 
 /// Where queue news go (the CLI prints them as progress lines).
@@ -54,6 +71,9 @@ struct State {
     announced: bool,
     /// Whether a reporting task runs.
     watching: bool,
+    /// When the controller was first found unreachable, and what the command said, while
+    /// it still is.
+    outage: Option<(Instant, String)>,
 }
 
 /// The tracked launches of one launcher (see the module documentation).
@@ -109,6 +129,35 @@ impl Queue {
         }
     }
 
+    /// A Slurm command could not reach the controller and said `said`: reported if no
+    /// outage was already.
+    pub fn unreachable(&self, said: &str) {
+        let first = {
+            let mut s = self.state();
+            let first = s.outage.is_none();
+            if first {
+                s.outage = Some((Instant::now(), said.to_string()));
+            }
+            first
+        };
+        if let (true, Some(report)) = (first, &self.report) {
+            report(&QueueNews::Unreachable {
+                elapsed: Duration::ZERO,
+                said: said.to_string(),
+            });
+        }
+    }
+
+    /// A Slurm command reached the controller: the end of an outage is reported.
+    pub fn reached(&self) {
+        let ended = self.state().outage.take();
+        if let (Some((since, _)), Some(report)) = (ended, &self.report) {
+            report(&QueueNews::Reachable {
+                after: since.elapsed(),
+            });
+        }
+    }
+
     /// Reports the counts every [`EVERY`] (once the busy period is that old) until no
     /// launch is tracked.
     async fn watch(self: Arc<Self>) {
@@ -122,11 +171,19 @@ impl Queue {
                 };
                 let running = s.jobs.values().filter(|r| **r).count();
                 let elapsed = since.elapsed();
-                (elapsed >= EVERY).then(|| QueueNews::Waiting {
-                    pending: s.jobs.len() - running,
-                    running,
-                    elapsed,
-                })
+                if let Some((down, said)) = &s.outage {
+                    let elapsed = down.elapsed();
+                    (elapsed >= EVERY).then(|| QueueNews::Unreachable {
+                        elapsed,
+                        said: said.clone(),
+                    })
+                } else {
+                    (elapsed >= EVERY).then(|| QueueNews::Waiting {
+                        pending: s.jobs.len() - running,
+                        running,
+                        elapsed,
+                    })
+                }
             };
             if let (Some(news), Some(report)) = (news, &self.report) {
                 report(&news);
@@ -205,5 +262,48 @@ mod tests {
             "{news:?}"
         );
         assert!(!q.state().watching);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_is_told_when_it_begins_while_it_lasts_and_when_it_ends() {
+        let news: Arc<Mutex<Vec<QueueNews>>> = Arc::default();
+        let sink = Arc::clone(&news);
+        let q = Arc::new(Queue::new(Some(Arc::new(move |n: &QueueNews| {
+            sink.lock().unwrap().push(n.clone())
+        }))));
+        let a = q.track("a");
+        let said = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)";
+        q.unreachable(said);
+        // Every launch polling during the outage says so; it is told once.
+        q.unreachable(said);
+        tokio::time::sleep(EVERY * 2 + Duration::from_secs(1)).await;
+        q.reached();
+        q.reached();
+        tokio::time::sleep(EVERY + Duration::from_secs(1)).await;
+        drop(a);
+        let news = news.lock().unwrap().clone();
+        assert_eq!(
+            news[0],
+            QueueNews::Unreachable {
+                elapsed: Duration::ZERO,
+                said: said.into()
+            }
+        );
+        // Two reports while it lasts, in place of the counts, then its end, then the counts.
+        assert_eq!(news.len(), 5, "{news:?}");
+        for (n, at) in news[1..3].iter().zip([EVERY, EVERY * 2]) {
+            assert!(
+                matches!(n, QueueNews::Unreachable { elapsed, said: s } if *elapsed >= at && s == said),
+                "{news:?}"
+            );
+        }
+        assert!(
+            matches!(news[3], QueueNews::Reachable { after } if after > EVERY * 2),
+            "{news:?}"
+        );
+        assert!(
+            matches!(news[4], QueueNews::Waiting { pending: 1, .. }),
+            "{news:?}"
+        );
     }
 }
