@@ -119,6 +119,11 @@ pub enum BackendError {
     /// started or in the middle of it. The provider may have billed the attempt.
     #[error("upstream timed out: silent for longer than the backend's timeout_s ({0})")]
     Timeout(String),
+    /// The upstream's answer (or one event of its stream) passed
+    /// [`MAX_ANSWER_BYTES`](crate::backend::MAX_ANSWER_BYTES): hevo stopped reading it. Not
+    /// retried (the same request would likely do it again); an infrastructure fault.
+    #[error("{0}")]
+    Oversized(String),
     /// The backend failed internally (the local model crashed, a worker stopped).
     #[error("backend failure: {0}")]
     Internal(String),
@@ -175,9 +180,10 @@ impl BackendError {
         match self {
             BackendError::BadRequest(_) => false,
             BackendError::Upstream { status, .. } => upstream_status_is_infra(*status),
-            BackendError::Transport(_) | BackendError::Timeout(_) | BackendError::Internal(_) => {
-                true
-            }
+            BackendError::Transport(_)
+            | BackendError::Timeout(_)
+            | BackendError::Internal(_)
+            | BackendError::Oversized(_) => true,
             BackendError::Exhausted { last, .. } => last.is_infra(),
         }
     }
@@ -190,6 +196,7 @@ impl BackendError {
             BackendError::Transport(_) | BackendError::Timeout(_) => true,
             BackendError::BadRequest(_)
             | BackendError::Internal(_)
+            | BackendError::Oversized(_)
             | BackendError::Exhausted { .. } => false,
         }
     }

@@ -38,7 +38,7 @@ mod types;
 pub use backend::{
     AnthropicBackend, AnthropicConfig, Api, Backend, Completion, GenerationTiming, LocalBackend,
     LocalConfig, MaxTokensField, OpenAiBackend, OpenAiConfig, RawBody, RawReply, RawRequest,
-    Retries, RetryPolicy,
+    Retries, RetryPolicy, MAX_ANSWER_BYTES,
 };
 pub use cache::ResponseCache;
 pub use config::{BackendKind, BackendSpec, CapsSpec, ModelLayerConfig, RouteSpec};

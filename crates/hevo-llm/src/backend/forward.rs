@@ -149,7 +149,7 @@ pub(crate) async fn forward_http(
                 .boxed(),
         )
     } else {
-        RawBody::Full(response.bytes().await.map_err(|e| BackendError::http(&e))?)
+        RawBody::Full(super::body::read_body(response).await?)
     };
     Ok(RawReply {
         status,

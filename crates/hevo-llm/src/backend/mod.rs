@@ -5,6 +5,7 @@
 //! the gateway's; a backend never sees which trial a call belongs to.
 
 mod anthropic;
+mod body;
 mod forward;
 mod local;
 mod max_tokens_field;
@@ -15,6 +16,8 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc::UnboundedSender;
 
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
+pub(crate) use body::oversized;
+pub use body::MAX_ANSWER_BYTES;
 pub use forward::{Api, RawBody, RawReply, RawRequest};
 pub use local::{LocalBackend, LocalConfig};
 pub use max_tokens_field::MaxTokensField;

@@ -50,8 +50,8 @@ pub(crate) async fn send_json(
             Ok(response) => {
                 let status = response.status();
                 let wait = retry_after(&response, policy.max_backoff);
-                match response.bytes().await {
-                    Err(err) => (BackendError::http(&err), None),
+                match super::body::read_body(response).await {
+                    Err(err) => (err, None),
                     Ok(body) if status.is_success() => {
                         let value = serde_json::from_slice(&body).map_err(|err| {
                             BackendError::Transport(format!("upstream sent invalid JSON: {err}"))
@@ -98,7 +98,7 @@ pub(crate) async fn send_raw(
                     return Ok((response, retries));
                 }
                 let wait = retry_after(&response, policy.max_backoff);
-                let body = response.bytes().await.unwrap_or_default();
+                let body = super::body::read_body(response).await.unwrap_or_default();
                 (upstream_error(status, &body), wait)
             }
         };

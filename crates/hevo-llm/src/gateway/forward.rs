@@ -187,6 +187,10 @@ async fn relay(
                 for event in splitter.push(&bytes) {
                     handle(event, &mut traced);
                 }
+                if splitter.oversized() {
+                    broke = Some(crate::backend::oversized("event").to_string());
+                    break;
+                }
             }
             Err(err) => {
                 broke = Some(err.to_string());

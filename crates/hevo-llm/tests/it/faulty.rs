@@ -8,6 +8,7 @@
 //! | `trickle` | a normal answer whose body arrives in 10 pieces, 0.2 s apart (2 s in all) |
 //! | `refused-401`, `refused-403` | that status: the provider refuses the backend's key |
 //! | `retry-after-neg`, `-nan`, `-huge` | 503 with `Retry-After: -1`, `NaN`, `1e30` |
+//! | `flood` | a 200 that never ends: a JSON object (a stream: an event) whose string grows without end |
 //! | any other | a normal answer at once |
 //!
 //! A normal answer's text is `w0 w1 ... w9`. Chat completions report 1000 prompt tokens (200
@@ -24,6 +25,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use futures::StreamExt;
 use hevo_llm::{
     AnthropicBackend, AnthropicConfig, Backend, Caps, Gateway, GatewayConfig, GatewayHandle,
     MemorySink, ModelPrice, ModelRoute, OpenAiBackend, OpenAiConfig, PriceTable, RetryPolicy,
@@ -89,6 +91,7 @@ impl Faulty {
             "retry-after-neg",
             "retry-after-nan",
             "retry-after-huge",
+            "flood",
         ];
         let mut routes = vec![ModelRoute::new("claude-sonnet-4", "an", "claude-sonnet-4")];
         for model in upstream_models {
@@ -184,6 +187,19 @@ async fn fault(seen: &Mutex<Vec<String>>, model: &str) -> Result<Duration, Respo
     }
 }
 
+/// A 200 answer that never ends: `{"pad": "xxx...` (a stream: `data: {"pad": "xxx...`), in
+/// 1 MiB pieces, as fast as the caller reads.
+fn flood(stream: bool) -> Response {
+    let (head, content_type) = match stream {
+        true => ("data: {\"pad\": \"", "text/event-stream"),
+        false => ("{\"pad\": \"", "application/json"),
+    };
+    let piece = Bytes::from(vec![b'x'; 1 << 20]);
+    let rest = futures::stream::repeat(piece).map(Ok::<_, std::io::Error>);
+    let body = futures::stream::once(async move { Ok(Bytes::from(head)) }).chain(rest);
+    ([("content-type", content_type)], Body::from_stream(body)).into_response()
+}
+
 /// `pieces` sent one by one, `pace` apart (the first at once), as `content_type`.
 fn paced(pieces: Vec<String>, pace: Duration, content_type: &str) -> Response {
     let stream = futures::stream::unfold(
@@ -222,6 +238,9 @@ async fn chat(State(seen): State<Arc<Mutex<Vec<String>>>>, Json(body): Json<Valu
         Ok(pace) => pace,
         Err(response) => return response,
     };
+    if model == "flood" {
+        return flood(body["stream"] == true);
+    }
     let usage = json!({"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500,
                        "prompt_tokens_details": {"cached_tokens": 200}});
     if body["stream"] != true {
@@ -272,6 +291,9 @@ async fn messages(
         Ok(pace) => pace,
         Err(response) => return response,
     };
+    if model == "flood" {
+        return flood(body["stream"] == true);
+    }
     let usage = json!({"input_tokens": 100, "cache_creation_input_tokens": 300,
         "cache_read_input_tokens": 600, "output_tokens": 500,
         "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 100}});

@@ -1,7 +1,7 @@
 //! What a harness and the ledger see when the upstream misbehaves, with the official Python
 //! SDKs in front of the [`faulty`](crate::faulty) upstream: streams longer than the backend's
-//! timeout, a silent upstream, a refused provider key, nonsense `Retry-After` headers, and
-//! Anthropic's prompt-cache writes.
+//! timeout, a silent upstream, a refused provider key, nonsense `Retry-After` headers, an
+//! answer without end, and Anthropic's prompt-cache writes.
 
 use hevo_llm::{CallRecord, CallStatus};
 use serde_json::{json, Value};
@@ -104,6 +104,38 @@ async fn a_refused_provider_key_is_an_infra_fault_and_not_retried() {
     // backend errors are what make a failing trial `infra_error` rather than the harness's
     let usage = f.gateway.trial_usage(&f.key).unwrap();
     assert_eq!((usage.calls, usage.backend_errors), (0, 5));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_without_end_is_cut_at_the_ceiling_and_not_retried() {
+    let f = Faulty::start().await;
+    let calls = json!([
+        {"sdk": "openai", "model": "gpt-flood"},
+        {"sdk": "openai", "model": "gpt-flood", "stream": true},
+        {"sdk": "anthropic", "model": "claude-flood"},
+        {"sdk": "anthropic", "model": "claude-flood", "stream": true},
+    ]);
+    let Some(results) = f.sdk_calls(calls) else {
+        return;
+    };
+    let ceiling = format!("passed {} MiB", hevo_llm::MAX_ANSWER_BYTES >> 20);
+    // a whole answer: the harness gets a 502 naming the ceiling
+    assert_502(&results[0], &ceiling);
+    assert_502(&results[2], &ceiling);
+    // a stream had begun (200): it is cut, and the SDK does not take it for whole
+    for result in [&results[1], &results[3]] {
+        assert_eq!(result["ok"], json!(false), "{result}");
+    }
+    let rows = rows(&f);
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        assert_eq!((row.status, row.retries), (CallStatus::BackendError, 0));
+        let error = row.error.as_deref().unwrap();
+        assert!(error.contains(&ceiling), "{error}");
+    }
+    assert_eq!(f.received("flood"), 4, "an oversized answer is not retried");
+    let usage = f.gateway.trial_usage(&f.key).unwrap();
+    assert_eq!((usage.calls, usage.backend_errors), (0, 4));
 }
 
 #[tokio::test(flavor = "multi_thread")]
