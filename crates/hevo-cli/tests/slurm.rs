@@ -208,6 +208,20 @@ fn db(dir: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(dir.join("runs/search/hevo.db")).unwrap()
 }
 
+/// `(candidate id, status, attempts)` of every trial in the run's store.
+fn trial_rows(dir: &Path) -> Vec<(String, String, i64)> {
+    let conn = db(dir);
+    let mut st = conn
+        .prepare("SELECT CAST(candidate_id AS TEXT), status, attempts FROM trials")
+        .unwrap();
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows
+}
+
 /// Job ids of the queued or running jobs hevo submitted from this test (by work dir).
 fn our_jobs(tmp: &Path) -> Vec<String> {
     let out = Command::new("squeue")
@@ -1054,15 +1068,7 @@ fn a_jobs_wait_in_the_queue_does_not_count_against_its_time_limit() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success(), "{stderr}");
     // Every trial passed on its first attempt: none was stopped as a timeout while queued.
-    let conn = db(&dir);
-    let mut st = conn
-        .prepare("SELECT task_id, status, attempts FROM trials")
-        .unwrap();
-    let rows: Vec<(String, String, i64)> = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let rows = trial_rows(&dir);
     assert!(rows.len() >= 2, "{rows:?}");
     assert!(
         rows.iter().all(|(_, s, a)| s == "pass" && *a == 1),
@@ -1241,15 +1247,7 @@ fn a_controller_outage_fails_no_trial_and_is_told_while_it_lasts() {
     // The refused submission was sent again.
     assert!(!tmp.path().join("sbatch-outage").exists(), "{lines:#?}");
     // No trial failed, was retried or ran twice.
-    let conn = db(&dir);
-    let mut st = conn
-        .prepare("SELECT task_id, status, attempts FROM trials")
-        .unwrap();
-    let rows: Vec<(String, String, i64)> = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let rows = trial_rows(&dir);
     assert!(rows.len() >= 8, "{rows:?}");
     assert!(
         rows.iter().all(|(_, s, a)| s == "pass" && *a == 1),
@@ -1312,14 +1310,10 @@ fn a_run_stopped_during_an_outage_ends_and_its_resume_reattaches_to_the_jobs() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_no_trial_ran_twice(&log);
-    let conn = db(&dir);
-    let seed: Vec<(String, i64)> = conn
-        .prepare("SELECT status, attempts FROM trials WHERE candidate_id = 1")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    let seed: Vec<(String, String, i64)> = trial_rows(&dir)
+        .into_iter()
+        .filter(|(c, ..)| c == "1")
         .collect();
-    assert_eq!(seed, vec![("pass".to_string(), 1); 2]);
+    assert_eq!(seed, vec![("1".to_string(), "pass".to_string(), 1); 2]);
     assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
