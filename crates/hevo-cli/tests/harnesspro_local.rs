@@ -161,4 +161,31 @@ fn pareto_on_the_local_model_prices_shots_in_real_tokens() {
         assert!(test["cost_per_task"].as_f64().unwrap() > 0.0, "{test}");
         assert_eq!(test["trials"], 6, "{test}");
     }
+    // `hevo finalize` again reuses every test trial: its totals are still those of the
+    // test store's trials (the same as `evaluations` counts), not this invocation's zero.
+    let run = dir.join("runs/pareto-local");
+    let fin = support::json_of(
+        &std::process::Command::new(env!("CARGO_BIN_EXE_hevo"))
+            .args(["finalize", "--json", "--no-progress"])
+            .arg(&run)
+            .output()
+            .unwrap(),
+    );
+    let (trials, input, output): (i64, i64, i64) =
+        rusqlite::Connection::open(run.join("test/hevo.db"))
+            .unwrap()
+            .query_row(
+                "SELECT COUNT(*), SUM(input_tokens), SUM(output_tokens) FROM trials",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+    assert_eq!(fin["evaluations"], trials, "{fin}");
+    assert!(input > 0, "{fin}");
+    assert_eq!(
+        (&fin["tokens"]["input"], &fin["tokens"]["output"]),
+        (&Value::from(input), &Value::from(output)),
+        "{fin}"
+    );
+    assert_eq!(fin["session_model_usage"]["input"], 0, "{fin}");
 }

@@ -1317,3 +1317,92 @@ fn a_run_stopped_during_an_outage_ends_and_its_resume_reattaches_to_the_jobs() {
     assert_eq!(seed, vec![("1".to_string(), "pass".to_string(), 1); 2]);
     assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
+
+/// A harness that calls the model once (the real OpenAI SDK), then, on the first attempt of
+/// task v0 only, leaves MARKER and sleeps until it is cancelled; it answers its input.
+const CALL_THEN_SLEEP: &str = r#"
+import json, os, sys, time
+from openai import OpenAI
+task = json.loads(sys.stdin.readline())
+OpenAI().chat.completions.create(model="m", messages=[{"role": "user", "content": task}])
+if task == "x0" and not os.path.exists(MARKER):
+    open(MARKER, "w").close()
+    time.sleep(120)
+print(json.dumps(task))
+"#;
+
+#[test]
+fn the_calls_of_an_attempt_the_scheduler_lost_count_in_its_trial() {
+    if !cluster() {
+        return;
+    }
+    let ip = host_ip().expect("this machine has a non-loopback IPv4 address");
+    let tmp = tempfile::tempdir().unwrap();
+    let upstream = PythonServer::start(ECHO_UPSTREAM, &[]);
+    let marker = tmp.path().join("first-attempt");
+    let setup = Setup {
+        entry: "[\"python3\", \"h.py\"]".into(),
+        model: format!(
+            "{}[gateway]\nbind = \"0.0.0.0:0\"\nadvertise = \"http://{ip}\"\n",
+            scripted_model(upstream.port)
+        ),
+        ..Setup::default()
+    };
+    let dir = setup_with(tmp.path(), "", 2, &setup);
+    std::fs::write(
+        dir.join("seed/h.py"),
+        CALL_THEN_SLEEP.replace("MARKER", &format!("{:?}", marker.display().to_string())),
+    )
+    .unwrap();
+    let mut child = hevo()
+        .args(["run", "--json", "--no-progress"])
+        .arg(&dir)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first attempt of v0 made its call and sleeps: cancel its job from outside.
+    let mut cancelled = false;
+    for _ in 0..600 {
+        let sleeping = marker
+            .exists()
+            .then(|| {
+                spooled(&dir).into_iter().find(|(id, stdin)| {
+                    stdin == "\"x0\"" && field(&scontrol(id), "JobState=") == Some("RUNNING")
+                })
+            })
+            .flatten();
+        if let Some((id, _)) = sleeping {
+            assert!(Command::new("scancel").arg(&id).status().unwrap().success());
+            cancelled = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !cancelled {
+        child.kill().unwrap();
+    }
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(cancelled, "the sleeping job never showed up: {stderr}");
+    assert!(status.success(), "{stderr}");
+    // v0's row counts the calls of both attempts, as the ledger does.
+    let (attempts, calls, input, ledger, ledger_input): (i64, i64, i64, i64, i64) = db(&dir)
+        .query_row(
+            "SELECT t.attempts, t.model_calls, t.input_tokens,
+                    (SELECT COUNT(*) FROM model_calls m WHERE m.candidate_id = t.candidate_id
+                       AND m.task_id = 'v0' AND m.trial_index = 0),
+                    (SELECT SUM(input_tokens) FROM model_calls m
+                       WHERE m.candidate_id = t.candidate_id AND m.task_id = 'v0'
+                       AND m.trial_index = 0)
+             FROM trials t JOIN candidates c ON c.id = t.candidate_id
+             WHERE t.task_id = 'v0' AND c.name = 'seed'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert_eq!((attempts, ledger), (2, 2), "{stderr}");
+    assert_eq!((calls, input), (ledger, ledger_input), "{stderr}");
+}

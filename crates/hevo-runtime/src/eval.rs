@@ -328,10 +328,7 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
                 .join(format!("eval-{}-{}", sanitize(&harness.name), &hash[..10]))
         }
     };
-    let run_id = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "eval".into());
+    let run_id = crate::store::run_id(&run_dir);
     Ok(EvalPlan {
         harness,
         suite,

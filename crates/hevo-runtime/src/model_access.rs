@@ -259,10 +259,16 @@ impl ModelAccess for GatewayAccess {
 pub struct SqliteSink {
     conn: Mutex<rusqlite::Connection>,
     path: PathBuf,
+    /// The run whose candidates the store numbers ([`crate::store::run_id`]).
+    run: String,
 }
 
 impl SqliteSink {
-    /// Opens (creating the schema if needed) the store at `path`.
+    /// Opens (creating the schema if needed) the store at `path`, the `hevo.db` of a run
+    /// directory. Calls of that run's trials get their candidate, trial index and task
+    /// ([`TrialRef::parse`]); calls of other runs recorded through the same gateway (smoke
+    /// tests `smoke/...`, the test split `test/...`, whose candidate numbers are their own
+    /// stores') keep only their trial key.
     pub fn open(path: &Path) -> Result<SqliteSink, crate::store::StoreError> {
         // Opening through the store creates the schema and sets WAL.
         drop(crate::store::Store::open(path)?);
@@ -275,6 +281,7 @@ impl SqliteSink {
         Ok(SqliteSink {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
+            run: crate::store::run_id(path.parent().unwrap_or(Path::new(""))),
         })
     }
 
@@ -286,7 +293,7 @@ impl SqliteSink {
 
 impl LedgerSink for SqliteSink {
     fn record(&self, r: &CallRecord) {
-        let at = TrialRef::parse(&r.trial_id);
+        let at = TrialRef::parse(&r.trial_id, &self.run);
         let conn = self.conn.lock().expect("ledger connection lock");
         let result = conn.execute(
             "INSERT INTO model_calls (trial_key, model, input_tokens, cached_tokens, output_tokens, \
@@ -327,8 +334,8 @@ impl LedgerSink for SqliteSink {
 /// The candidate, trial index and task a ledger trial id names.
 ///
 /// Trial ids are `<run>/c<candidate>/<trial index>/<task id>` (the task last, so a task id
-/// may hold `/`); `prepare` is `<run>/c<candidate>/prepare`. Other ids (e.g. a proposer's)
-/// name none of them.
+/// may hold `/`); `prepare` is `<run>/c<candidate>/prepare`. Other ids (e.g. a proposer's),
+/// and the ids of another run, name none of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrialRef {
     /// The candidate's store id.
@@ -346,10 +353,12 @@ impl TrialRef {
         format!("{run}/c{candidate}/")
     }
 
-    /// Parses a ledger trial id (see the type's documentation).
-    pub fn parse(trial_id: &str) -> TrialRef {
+    /// Parses a ledger trial id of run `run` (see the type's documentation).
+    pub fn parse(trial_id: &str, run: &str) -> TrialRef {
         let mut parts = trial_id.splitn(4, '/');
-        let _run = parts.next();
+        if parts.next() != Some(run) {
+            return TrialRef::default();
+        }
         let Some(candidate) = parts
             .next()
             .and_then(|c| c.strip_prefix('c'))
@@ -490,14 +499,71 @@ mod tests {
         );
     }
 
+    /// The gateway of `hevo run` records the smoke tests' and the test split's calls too;
+    /// their candidate numbers are those of their own stores, not the run's.
+    #[test]
+    fn only_the_runs_own_calls_are_given_its_candidates() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("r").join("hevo.db");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let sink = SqliteSink::open(&path).unwrap();
+        for key in ["r/c2/1/t1", "test/c2/0/t1", "smoke/c1/0/t1", "rr/c2/1/t1"] {
+            sink.record(&CallRecord {
+                trial_id: key.into(),
+                candidate_id: None,
+                task_id: None,
+                endpoint: "openai.chat_completions".into(),
+                seq: 0,
+                started_at_ms: 0,
+                model: "m".into(),
+                input_tokens: 1,
+                cached_tokens: 0,
+                cache_write_tokens: 0,
+                cache_write_1h_tokens: 0,
+                output_tokens: 1,
+                cost_usd: 0.0,
+                latency_ms: 1.0,
+                cache_hit: false,
+                status: hevo_llm::CallStatus::Ok,
+                retries: 0,
+                upstream_error: None,
+                error: None,
+            });
+        }
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        type Row = (String, Option<i64>, Option<i64>, Option<String>);
+        let rows: Vec<Row> = conn
+            .prepare("SELECT trial_key, candidate_id, trial_index, task_id FROM model_calls")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                ("r/c2/1/t1".into(), Some(2), Some(1), Some("t1".into())),
+                ("test/c2/0/t1".into(), None, None, None),
+                ("smoke/c1/0/t1".into(), None, None, None),
+                ("rr/c2/1/t1".into(), None, None, None),
+            ]
+        );
+    }
+
     #[test]
     fn trial_ids_name_candidate_trial_and_task() {
-        let r = TrialRef::parse("eval-x/c3/1/group/task-7");
+        let r = TrialRef::parse("eval-x/c3/1/group/task-7", "eval-x");
         assert_eq!(r.candidate, Some(3));
         assert_eq!(r.trial_index, Some(1));
         assert_eq!(r.task.as_deref(), Some("group/task-7"));
-        let p = TrialRef::parse("run/c2/prepare");
+        let p = TrialRef::parse("run/c2/prepare", "run");
         assert_eq!((p.candidate, p.trial_index, p.task), (Some(2), None, None));
-        assert_eq!(TrialRef::parse("proposer/iter-1"), TrialRef::default());
+        assert_eq!(
+            TrialRef::parse("proposer/iter-1", "run"),
+            TrialRef::default()
+        );
+        // Another run's candidate 1 is not this run's.
+        assert_eq!(TrialRef::parse("test/c1/0/t", "run"), TrialRef::default());
+        assert_eq!(TrialRef::parse("smoke/c1/0/t", "run"), TrialRef::default());
     }
 }

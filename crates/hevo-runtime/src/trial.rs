@@ -325,10 +325,13 @@ async fn run_trial_inner(
     let out = match launched {
         Ok(out) => out,
         Err(e) => {
+            // The process may have run and called the model before the launcher lost it (a
+            // job cancelled from outside): those calls were made and are the trial's.
             return TrialResult {
                 permanent: e.is_permanent(),
+                usage,
                 ..TrialResult::infra(e.to_string())
-            }
+            };
         }
     };
     // A working directory past its disk limit is not copied: the copy would hold as much

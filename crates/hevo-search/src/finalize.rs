@@ -254,8 +254,9 @@ pub struct FinalizeReport {
     pub paired: Vec<PairedDifference>,
     /// Test trials recorded.
     pub evaluations: usize,
-    /// Dollars of the test trials.
-    pub cost_usd: f64,
+    /// Tokens and dollars of those trials (this invocation's and any a resumed finalize
+    /// reused from the test store).
+    pub spend: hevo_runtime::spend::Spend,
 }
 
 /// How `finalize` runs trials.
@@ -480,7 +481,7 @@ pub fn finalize(
     let mut test = BTreeMap::new();
     let mut outcomes: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     let mut evaluations = 0;
-    let mut cost = 0.0;
+    let mut spend = hevo_runtime::spend::Spend::default();
     for (name, role) in roles {
         if test.contains_key(&name) {
             continue;
@@ -510,7 +511,7 @@ pub fn finalize(
         }
         let report = report.map_err(eval_err)?;
         evaluations += report.trials;
-        cost += report.spend.cost_usd;
+        spend.add(&report.spend);
         let rows = evaluator
             .store()
             .trials_of(candidate.candidate_id)
@@ -567,7 +568,7 @@ pub fn finalize(
         test,
         paired,
         evaluations,
-        cost_usd: cost,
+        spend,
     })
 }
 

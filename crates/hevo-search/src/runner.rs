@@ -358,13 +358,9 @@ fn evaluator_config(
     kind: &str,
     run_dir: &Path,
 ) -> EvaluatorConfig {
-    let run_id = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "search".into());
     EvaluatorConfig {
         run_dir: run_dir.to_path_buf(),
-        run_id,
+        run_id: hevo_runtime::store::run_id(run_dir),
         kind: kind.into(),
         config_json: serde_json::json!({"command": "run", "suite": s.suite_dir}).to_string(),
         suite,

@@ -27,6 +27,17 @@ pub use self::rows::{EstimateRow, TaskRow, TrialRow};
 pub use self::schema::SCHEMA_VERSION;
 pub use self::trials::spend_at;
 
+/// The id of the run kept in `run_dir`: its folder's name (`run` for a path without one).
+/// Every ledger trial id of the run begins with it (`<run>/c<candidate>/...`,
+/// [`crate::model_access::TrialRef`]), and the run's store numbers the candidates of those
+/// ids only.
+pub fn run_id(run_dir: &Path) -> String {
+    run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into())
+}
+
 /// A store operation that failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
