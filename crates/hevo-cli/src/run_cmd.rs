@@ -292,8 +292,13 @@ fn print_run(
                      "ci_low": report.pick.estimate.ci_low, "ci_high": report.pick.estimate.ci_high},
             "runner_up": report.runner_up.as_ref().map(|r| json!({"name": r.name, "estimate": r.estimate.value,
                      "ci_low": r.estimate.ci_low, "ci_high": r.estimate.ci_high})),
-            "candidates": report.candidates.iter().map(|c| json!({"name": c.name, "iteration": c.iteration,
-                     "estimate": c.estimate.value, "ci_low": c.estimate.ci_low, "ci_high": c.estimate.ci_high})).collect::<Vec<_>>(),
+            // The pick's entry has the pick's (selection-adjusted) interval, as `pick` and
+            // `hevo status` give it: one candidate, one interval per document.
+            "candidates": report.candidates.iter().map(|c| {
+                let e = if c.name == report.pick.name { report.pick.estimate } else { c.estimate };
+                json!({"name": c.name, "iteration": c.iteration,
+                       "estimate": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high})
+            }).collect::<Vec<_>>(),
             "rejected": report.rejected,
             "iterations_done": report.iterations_done,
             "stopped_early": report.stopped_early,

@@ -714,6 +714,22 @@ fn a_sampled_candidate_never_shows_a_zero_width_interval() {
         }
     }
     assert!(sampled > 0, "{status}");
+    // One candidate, one interval: `run --json` and `status --json` agree on every one
+    // (the pick's is selection-adjusted in both, and in `pick`).
+    for c in doc["candidates"].as_array().unwrap() {
+        let s = status["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == c["name"])
+            .unwrap_or_else(|| panic!("{c} not in {status}"));
+        for k in ["ci_low", "ci_high"] {
+            assert_eq!(c[k], s["estimate"][k], "{k}: {c} {s}");
+        }
+        if c["name"] == doc["pick"]["name"] {
+            assert_eq!(c["ci_low"], doc["pick"]["ci_low"], "{c} {doc}");
+        }
+    }
 }
 
 /// A finalized search run further can pick another candidate: `status` then says that the

@@ -44,7 +44,9 @@ pub(super) fn headline(run: &RunView) -> String {
     row(
         "candidates",
         format!(
-            "{} archived over {} iteration(s), {} rejected before evaluation",
+            // A run its budget stopped mid-iteration has candidates of the iteration after
+            // the last one done: "over N iterations" would miscount them.
+            "{} archived ({} iteration(s) done), {} rejected before evaluation",
             run.candidates.len(),
             run.iterations_done(),
             run.rejected.len()
