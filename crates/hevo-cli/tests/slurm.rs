@@ -268,6 +268,27 @@ fn a_search_runs_every_trial_as_a_slurm_job() {
     assert_eq!(spool_left(&dir), Vec::<PathBuf>::new());
 }
 
+/// Once `marker` exists (the first attempt of task v0 left it and sleeps), cancels that
+/// attempt's job from outside with `scancel`: the launch whose spooled stdin is v0's input,
+/// running (a plain job or an array element `A_i`; other trials may run beside it). False
+/// if it never showed up within a minute.
+fn scancel_sleeping_v0(dir: &Path, marker: &Path) -> bool {
+    for _ in 0..600 {
+        if marker.exists() {
+            let sleeping = spooled(dir).into_iter().find(|(id, stdin)| {
+                stdin == "\"x0\"" && field(&scontrol(id), "JobState=") == Some("RUNNING")
+            });
+            if let Some((id, _)) = sleeping {
+                std::thread::sleep(Duration::from_millis(500));
+                assert!(Command::new("scancel").arg(&id).status().unwrap().success());
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
 #[test]
 fn a_job_cancelled_from_outside_is_an_infra_fault_and_is_retried() {
     if !cluster() {
@@ -292,27 +313,10 @@ fn a_job_cancelled_from_outside_is_an_infra_fault_and_is_retried() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut cancelled = false;
-    for _ in 0..600 {
-        if marker.exists() {
-            // The sleeping first attempt is the launch whose spooled stdin is task v0's input
-            // (a plain job or an array element `A_i`; other trials may run beside it).
-            let sleeping = spooled(&dir)
-                .into_iter()
-                .find(|(id, stdin)| {
-                    stdin == "\"x0\"" && field(&scontrol(id), "JobState=") == Some("RUNNING")
-                })
-                .map(|(id, _)| id);
-            if let Some(id) = sleeping {
-                std::thread::sleep(Duration::from_millis(500));
-                assert!(Command::new("scancel").arg(&id).status().unwrap().success());
-                cancelled = true;
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(cancelled, "the sleeping job never showed up in squeue");
+    assert!(
+        scancel_sleeping_v0(&dir, &marker),
+        "the sleeping job never showed up in squeue"
+    );
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -1363,23 +1367,7 @@ fn the_calls_of_an_attempt_the_scheduler_lost_count_in_its_trial() {
         .spawn()
         .unwrap();
     // The first attempt of v0 made its call and sleeps: cancel its job from outside.
-    let mut cancelled = false;
-    for _ in 0..600 {
-        let sleeping = marker
-            .exists()
-            .then(|| {
-                spooled(&dir).into_iter().find(|(id, stdin)| {
-                    stdin == "\"x0\"" && field(&scontrol(id), "JobState=") == Some("RUNNING")
-                })
-            })
-            .flatten();
-        if let Some((id, _)) = sleeping {
-            assert!(Command::new("scancel").arg(&id).status().unwrap().success());
-            cancelled = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let cancelled = scancel_sleeping_v0(&dir, &marker);
     if !cancelled {
         child.kill().unwrap();
     }

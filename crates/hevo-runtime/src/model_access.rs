@@ -430,28 +430,7 @@ mod tests {
         .unwrap();
         drop(old);
         let sink = SqliteSink::open(&path).unwrap();
-        let record = CallRecord {
-            trial_id: "r/c1/0/t".into(),
-            candidate_id: None,
-            task_id: None,
-            endpoint: "anthropic.messages".into(),
-            seq: 4,
-            started_at_ms: 1_700_000_000_123,
-            model: "claude-sonnet-4".into(),
-            input_tokens: 400,
-            cached_tokens: 600,
-            cache_write_tokens: 300,
-            cache_write_1h_tokens: 100,
-            output_tokens: 500,
-            cost_usd: 0.00933,
-            latency_ms: 12.0,
-            cache_hit: false,
-            status: hevo_llm::CallStatus::Ok,
-            retries: 1,
-            upstream_error: Some("upstream returned HTTP 503: busy".into()),
-            error: None,
-        };
-        sink.record(&record);
+        sink.record(&call("r/c1/0/t"));
         let conn = rusqlite::Connection::open(&path).unwrap();
         type Row = (
             String,
@@ -499,6 +478,31 @@ mod tests {
         );
     }
 
+    /// A retried, cache-writing Anthropic call of trial `trial_id`, as the ledger records it.
+    fn call(trial_id: &str) -> CallRecord {
+        CallRecord {
+            trial_id: trial_id.into(),
+            candidate_id: None,
+            task_id: None,
+            endpoint: "anthropic.messages".into(),
+            seq: 4,
+            started_at_ms: 1_700_000_000_123,
+            model: "claude-sonnet-4".into(),
+            input_tokens: 400,
+            cached_tokens: 600,
+            cache_write_tokens: 300,
+            cache_write_1h_tokens: 100,
+            output_tokens: 500,
+            cost_usd: 0.00933,
+            latency_ms: 12.0,
+            cache_hit: false,
+            status: hevo_llm::CallStatus::Ok,
+            retries: 1,
+            upstream_error: Some("upstream returned HTTP 503: busy".into()),
+            error: None,
+        }
+    }
+
     /// The gateway of `hevo run` records the smoke tests' and the test split's calls too;
     /// their candidate numbers are those of their own stores, not the run's.
     #[test]
@@ -508,27 +512,7 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let sink = SqliteSink::open(&path).unwrap();
         for key in ["r/c2/1/t1", "test/c2/0/t1", "smoke/c1/0/t1", "rr/c2/1/t1"] {
-            sink.record(&CallRecord {
-                trial_id: key.into(),
-                candidate_id: None,
-                task_id: None,
-                endpoint: "openai.chat_completions".into(),
-                seq: 0,
-                started_at_ms: 0,
-                model: "m".into(),
-                input_tokens: 1,
-                cached_tokens: 0,
-                cache_write_tokens: 0,
-                cache_write_1h_tokens: 0,
-                output_tokens: 1,
-                cost_usd: 0.0,
-                latency_ms: 1.0,
-                cache_hit: false,
-                status: hevo_llm::CallStatus::Ok,
-                retries: 0,
-                upstream_error: None,
-                error: None,
-            });
+            sink.record(&call(key));
         }
         let conn = rusqlite::Connection::open(&path).unwrap();
         type Row = (String, Option<i64>, Option<i64>, Option<String>);
