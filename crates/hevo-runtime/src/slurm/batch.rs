@@ -124,6 +124,7 @@ impl Batcher {
     /// connect to the controller, sends it again (see the module documentation).
     async fn send(&self, mut chunk: Vec<Pending>) {
         loop {
+            let asked = tokio::time::Instant::now();
             match self.sbatch(&chunk).await {
                 Ok(ids) => {
                     for (p, id) in chunk.into_iter().zip(ids) {
@@ -135,7 +136,8 @@ impl Batcher {
                     return;
                 }
                 Err(e) if not_sent(&e) => {
-                    self.queue.unreachable(unreachable(&e).unwrap_or_default());
+                    self.queue
+                        .unreachable(unreachable(&e).unwrap_or_default(), asked);
                     tokio::time::sleep(OUTAGE_POLL).await;
                     chunk.retain(|p| !p.tx.is_closed());
                     if chunk.is_empty() {
@@ -156,6 +158,7 @@ impl Batcher {
     /// launch's id and job name in its spool. Every option passed here is listed in
     /// `owned.rs`, so `[executor] sbatch` cannot set it where it would be ignored.
     async fn sbatch(&self, chunk: &[Pending]) -> Result<Vec<String>, LaunchError> {
+        let asked = tokio::time::Instant::now();
         let o = &self.options;
         let minutes = chunk.iter().map(|p| p.minutes).max().unwrap_or(1);
         let mut args: Vec<String> = vec![
@@ -234,7 +237,7 @@ impl Batcher {
         for (p, id) in chunk.iter().zip(&ids) {
             p.spool.set_job(id, &name);
         }
-        self.queue.reached();
+        self.queue.reached(asked);
         self.queue.submitted(ids.len(), &id);
         Ok(ids)
     }

@@ -189,12 +189,13 @@ where
     Fut: std::future::Future<Output = Result<T, LaunchError>>,
 {
     loop {
+        let asked = tokio::time::Instant::now();
         let answer = query().await;
         let Some(said) = answer.as_ref().err().and_then(unreachable) else {
-            queue.reached();
+            queue.reached(asked);
             return Ok(answer);
         };
-        queue.unreachable(said);
+        queue.unreachable(said, asked);
         tokio::select! {
             _ = tokio::time::sleep(OUTAGE_POLL) => {}
             _ = cancel.cancelled() => return Err(Stopped),
@@ -348,12 +349,13 @@ async fn submit(
 
 /// Cancels job `id`; false if the controller could not be reached (the job still runs).
 async fn scancel(queue: &Queue, id: &str) -> bool {
+    let asked = tokio::time::Instant::now();
     let answer = slurm(&["scancel", id], "scancel").await;
     if let Some(said) = answer.as_ref().err().and_then(unreachable) {
-        queue.unreachable(said);
+        queue.unreachable(said, asked);
         return false;
     }
-    queue.reached();
+    queue.reached(asked);
     true
 }
 
@@ -499,9 +501,10 @@ async fn run_job(
             code: 0,
             sig: 0,
         };
+        let asked = tokio::time::Instant::now();
         let info = match job_state(&id).await {
             Ok(info) => {
-                launcher.queue.reached();
+                launcher.queue.reached(asked);
                 Some(info)
             }
             // Slurm forgets ended jobs after a while (MinJobAge); the marker remains (and
@@ -510,7 +513,7 @@ async fn run_job(
             Err(e) => match unreachable(&e) {
                 // The job runs on without the controller: ask again later.
                 Some(said) => {
-                    launcher.queue.unreachable(said);
+                    launcher.queue.unreachable(said, asked);
                     None
                 }
                 // An array element hevo cancelled while it waited is forgotten at once.

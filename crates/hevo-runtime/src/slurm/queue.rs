@@ -74,6 +74,8 @@ struct State {
     /// When the controller was first found unreachable, and what the command said, while
     /// it still is.
     outage: Option<(Instant, String)>,
+    /// When a command that reached the controller was started, the latest such.
+    reached: Option<Instant>,
 }
 
 /// The tracked launches of one launcher (see the module documentation).
@@ -129,11 +131,15 @@ impl Queue {
         }
     }
 
-    /// A Slurm command could not reach the controller and said `said`: reported if no
-    /// outage was already.
-    pub fn unreachable(&self, said: &str) {
+    /// A Slurm command started at `asked` could not reach the controller and said `said`:
+    /// reported if no outage was already. A command started before one that reached the
+    /// controller tells nothing new (it began during the outage that one ended).
+    pub fn unreachable(&self, said: &str, asked: Instant) {
         let first = {
             let mut s = self.state();
+            if s.reached.is_some_and(|r| r > asked) {
+                return;
+            }
             let first = s.outage.is_none();
             if first {
                 s.outage = Some((Instant::now(), said.to_string()));
@@ -148,9 +154,14 @@ impl Queue {
         }
     }
 
-    /// A Slurm command reached the controller: the end of an outage is reported.
-    pub fn reached(&self) {
-        let ended = self.state().outage.take();
+    /// A Slurm command started at `asked` reached the controller: the end of an outage is
+    /// reported.
+    pub fn reached(&self, asked: Instant) {
+        let ended = {
+            let mut s = self.state();
+            s.reached = Some(s.reached.map_or(asked, |r| r.max(asked)));
+            s.outage.take()
+        };
         if let (Some((since, _)), Some(report)) = (ended, &self.report) {
             report(&QueueNews::Reachable {
                 after: since.elapsed(),
@@ -273,12 +284,16 @@ mod tests {
         }))));
         let a = q.track("a");
         let said = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)";
-        q.unreachable(said);
+        q.unreachable(said, Instant::now());
         // Every launch polling during the outage says so; it is told once.
-        q.unreachable(said);
+        q.unreachable(said, Instant::now());
         tokio::time::sleep(EVERY * 2 + Duration::from_secs(1)).await;
-        q.reached();
-        q.reached();
+        let during = Instant::now();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        q.reached(Instant::now());
+        q.reached(Instant::now());
+        // A command asked during the outage that fails after it ended starts none.
+        q.unreachable(said, during);
         tokio::time::sleep(EVERY + Duration::from_secs(1)).await;
         drop(a);
         let news = news.lock().unwrap().clone();
