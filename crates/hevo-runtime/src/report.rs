@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use hevo_stats::estimate::{sample_mean, Estimate};
+use hevo_stats::estimate::{task_mean, Estimate};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -296,9 +296,9 @@ pub(crate) fn build_report(
         suite: h.suite.to_string(),
         split: h.split,
         trials_per_task,
-        pass_rate: sample_mean(&outcomes),
+        pass_rate: task_mean(&outcomes, trials_per_task),
         tasks_scored: outcomes.len(),
-        pass_rate_floor: sample_mean(&floors),
+        pass_rate_floor: task_mean(&floors, trials_per_task),
         trials: n_trials,
         status_counts,
         mean_wall_ms: if n_timed > 0 {
@@ -315,7 +315,7 @@ pub(crate) fn build_report(
                     g,
                     GroupReport {
                         tasks: xs.len(),
-                        pass_rate: sample_mean(&xs),
+                        pass_rate: task_mean(&xs, trials_per_task),
                     },
                 )
             })

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use hevo_runtime::failures::{Failures, TrialRef};
 use hevo_runtime::spend::Spend;
 use hevo_runtime::store::{spend_at, Store};
-use hevo_stats::estimate::sample_mean;
+use hevo_stats::estimate::task_mean;
 use rusqlite::params;
 
 use super::{CandidateView, Rejected, RunView, TaskOutcome, TestView, ViewError};
@@ -387,11 +387,12 @@ fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>,
         };
         let tasks = per_task(mine);
         let means: Vec<f64> = tasks.iter().map(|t| t.outcome).collect();
+        let most = tasks.iter().map(|t| t.trials).max().unwrap_or(1);
         let role = record.map_or(String::new(), |r| r.role_of(&name));
         out.push(TestView {
             name,
             role,
-            pass_rate: sample_mean(&means),
+            pass_rate: task_mean(&means, most),
             tasks: tasks.len(),
             trials: mine.len() as u64,
             cost_usd: mine.iter().map(|t| t.spend.cost_usd).sum(),
