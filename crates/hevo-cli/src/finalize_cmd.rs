@@ -59,14 +59,20 @@ pub(crate) fn stderr_progress() -> hevo_search::runner::ProgressFn {
 
 /// The failed validation and test trials of a run, by class, read back from its stores.
 pub(crate) fn run_failures(run_dir: &Path) -> Result<(Failures, Failures), CliError> {
-    let view = hevo_search::view::RunView::open(run_dir).map_err(|e| {
+    let view = run_view(run_dir)?;
+    Ok((view.failures, view.test_failures))
+}
+
+/// What `report`, `status` and `show` read of a run directory, for a command that has just
+/// written it.
+pub(crate) fn run_view(run_dir: &Path) -> Result<hevo_search::view::RunView, CliError> {
+    hevo_search::view::RunView::open(run_dir).map_err(|e| {
         if e.is_user_error() {
             CliError::user(e)
         } else {
             CliError::Internal(e.into())
         }
-    })?;
-    Ok((view.failures, view.test_failures))
+    })
 }
 
 /// The human lines of a run's failures: a heading, then per class its count and first

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use hevo_runtime::cancel::Cancel;
-use hevo_runtime::failures::Failures;
 use hevo_search::config::{ConfigError, RunConfig};
 use hevo_search::finalize::{finalize, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE};
 use hevo_search::proposer::llm::LlmProposer;
@@ -15,14 +14,16 @@ use hevo_search::proposer::Proposer;
 use hevo_search::proposer::{AgentProposer, ParamsProposer};
 use hevo_search::run::{run_search, SearchReport};
 use hevo_search::runner::{LiveRunner, RunnerSettings};
+use hevo_search::view::RunView;
 use serde_json::json;
 
 use crate::finalize_cmd::{
-    cost, failure_lines, finalize_error, finalize_table, paired_json, run_failures,
-    stderr_progress, test_json,
+    cost, failure_lines, finalize_error, finalize_table, paired_json, run_view, stderr_progress,
+    test_json,
 };
 use crate::model_setup::ModelLayer;
 use crate::num_args::count;
+use crate::status_cmd::train_line;
 use crate::words::counted;
 use crate::CliError;
 
@@ -271,8 +272,8 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     };
     let usage = model.usage();
     model.shutdown();
-    let failed = run_failures(&run_dir)?;
-    print_run(&report, finalized.as_ref(), usage, &failed, args.json)?;
+    let view = run_view(&run_dir)?;
+    print_run(&report, finalized.as_ref(), usage, &view, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -280,7 +281,7 @@ fn print_run(
     report: &SearchReport,
     finalized: Option<&FinalizeReport>,
     usage: hevo_runtime::spend::Spend,
-    failed: &(Failures, Failures),
+    view: &RunView,
     json_out: bool,
 ) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
@@ -314,8 +315,10 @@ fn print_run(
             "test": finalized.map(test_json),
             "paired": finalized.map(paired_json),
             "pareto": report.pareto,
-            "failures": failed.0.to_json(),
-            "test_failures": finalized.map(|_| failed.1.to_json()),
+            // HarnessPro's core-set runs on the train split: in no total above.
+            "train": view.train,
+            "failures": view.failures.to_json(),
+            "test_failures": finalized.map(|_| view.test_failures.to_json()),
         });
         writeln!(out, "{doc}").map_err(|e| CliError::Internal(e.into()))?;
         return Ok(());
@@ -376,10 +379,11 @@ fn print_run(
     if let Some(p) = &report.pareto {
         text += &tier_lines(p);
     }
-    text += &failure_lines("validation trials", &failed.0);
+    text += &train_line(&view.train);
+    text += &failure_lines("validation trials", &view.failures);
     if let Some(f) = finalized {
         text += &finalize_table(f);
-        text += &failure_lines("test trials", &failed.1);
+        text += &failure_lines("test trials", &view.test_failures);
     }
     text += &what_next(report);
     write!(out, "{text}").map_err(|e| CliError::Internal(e.into()))

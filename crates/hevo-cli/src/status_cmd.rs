@@ -8,12 +8,14 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use hevo_runtime::printable::{one_line, printable};
+use hevo_search::runner::Effort;
 use hevo_search::view::diff::diff_dirs;
 use hevo_search::view::series::spend_per_iteration;
 use hevo_search::view::{list_runs, require_run, CandidateView, RunView, ViewError};
 use hevo_stats::estimate::Estimate;
 use serde_json::{json, Value};
 
+use crate::words::counted;
 use crate::CliError;
 
 /// Arguments of `hevo status`.
@@ -133,6 +135,7 @@ fn status_json(run: &RunView) -> Value {
         "val_tasks": run.val_tasks,
         "trials_per_task": run.trials_per_task,
         "spend": spend,
+        "train": run.train,
         "best": run.best().map(|b| json!({"name": b.name, "iteration": b.iteration, "estimate": est_json(b.estimate)})),
         "tiers": run.tiers.iter().map(|(t, n)| (t.clone(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "test": run.test.iter().map(|t| json!({"name": t.name, "role": t.role,
@@ -141,6 +144,26 @@ fn status_json(run: &RunView) -> Value {
         "failures": run.failures.to_json(),
         "test_failures": run.test_failures.to_json(),
     })
+}
+
+/// The line of the trials on the train split (HarnessPro's core-set runs), whose spend no
+/// validation total holds; nothing when there are none.
+pub(crate) fn train_line(train: &Effort) -> String {
+    if train.trials == 0 {
+        return String::new();
+    }
+    let sp = &train.spend;
+    format!(
+        "core-set trials (train split): {}, {} model calls, {} tokens ({} input, {} cached, \
+         {} output), ${:.4}; not in the spend above\n",
+        counted(train.trials, "trial"),
+        sp.calls,
+        sp.total_tokens(),
+        sp.input_tokens,
+        sp.cached_tokens,
+        sp.output_tokens,
+        sp.cost_usd
+    )
 }
 
 /// Untrusted text of several lines (a hypothesis, a rejection's reason) inside hevo's
@@ -182,6 +205,7 @@ fn status_text(run: &RunView) -> String {
         spend.output_tokens,
         spend.cost_usd
     );
+    s += &train_line(&run.train);
     if let Some(p) = run.missing_pick() {
         let _ = writeln!(
             s,

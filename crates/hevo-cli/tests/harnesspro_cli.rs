@@ -187,6 +187,34 @@ fn harnesspro_epochs_run_the_agent_in_the_sandbox_seeing_no_val_or_test() {
     assert!(out.status.success(), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["iterations_done"], 1, "{stderr}");
+    // The core sets ran on the train split: their trials have a spend line of their own
+    // (they are in no validation total), in `run --json`, `status --json` and `status`.
+    let train: i64 = rusqlite::Connection::open(run_dir.join("hevo.db"))
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM trials t JOIN tasks k ON k.id = t.task_id \
+             WHERE k.split = 'train'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(train >= 6, "3 core tasks run twice: {train}");
+    assert_eq!(doc["train"]["trials"], train, "{doc}");
+    assert_eq!(doc["train"]["spend"]["calls"], 0, "{doc}");
+    let status = hevo()
+        .args(["status", "--json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(support::json_of(&status)["train"], doc["train"]);
+    let status = hevo().arg("status").arg(&run_dir).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!(
+            "core-set trials (train split): {train} trials, 0 model calls"
+        )),
+        "{text}"
+    );
     let record: serde_json::Value = serde_json::from_slice(
         &std::fs::read(run_dir.join("archive/harnesspro/epoch-001.json")).unwrap(),
     )

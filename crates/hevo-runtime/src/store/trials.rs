@@ -8,6 +8,7 @@ use rusqlite::{params, Row};
 
 use super::{q, Store, StoreError, TrialRow};
 use crate::spend::Spend;
+use crate::task::Split;
 
 impl Store {
     /// The `(task, trial index)` units of a candidate that are finished (any status but
@@ -151,6 +152,22 @@ impl Store {
             })
             .map_err(q("read trials"))?;
         rows.collect::<Result<_, _>>().map_err(q("read trials"))
+    }
+
+    /// The trial rows on the tasks of `split` (all candidates, every status) and the sum of
+    /// their spend: e.g. HarnessPro's core-set runs on the train split, which no
+    /// candidate's validation total holds.
+    pub fn split_spend(&self, split: Split) -> Result<(u64, Spend), StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(t.input_tokens), 0), COALESCE(SUM(t.cached_tokens), 0),
+                        COALESCE(SUM(t.output_tokens), 0), COALESCE(SUM(t.cost_usd), 0.0),
+                        COALESCE(SUM(t.model_calls), 0)
+                 FROM trials t JOIN tasks k ON k.id = t.task_id WHERE k.split = ?1",
+                [split.as_str()],
+                |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, spend_at(r, 1)?)),
+            )
+            .map_err(q("sum the trials of a split"))
     }
 
     /// The number of trial rows in the store (all candidates).

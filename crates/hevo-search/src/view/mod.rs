@@ -57,6 +57,9 @@ pub struct RunView {
     pub candidates: Vec<CandidateView>,
     /// Candidates rejected before evaluation (from `summary.jsonl`).
     pub rejected: Vec<Rejected>,
+    /// The trials on the train split (HarnessPro's core-set runs, every status) and their
+    /// spend: in no candidate's validation total.
+    pub train: crate::runner::Effort,
     /// The test split's results, when `finalize` ran.
     pub test: Vec<TestView>,
     /// The validation trials that did not pass or fail, by class, with the first of each.

@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use hevo_runtime::failures::{Failures, TrialRef};
 use hevo_runtime::spend::Spend;
 use hevo_runtime::store::{spend_at, Store};
+use hevo_runtime::task::Split;
 use hevo_stats::estimate::task_mean;
 use rusqlite::params;
 
 use super::{CandidateView, Rejected, RunView, TaskOutcome, TestView, ViewError};
 use crate::archive::{Archive, CandidateMeta, CandidateScores};
 use crate::finalize::{SearchRecord, RECORD_FILE};
+use crate::runner::Effort;
 
 /// One trial as the views need it.
 struct Trial {
@@ -174,6 +176,8 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         Err(_) => None,
     };
     let test = read_test(&dir.join("test"), record.as_ref())?;
+    let (trials, spend) = store.split_spend(Split::Train)?;
+    let train = Effort { trials, spend };
     let failures = read_failures(&store, dir, true)?;
     let test_db = dir.join("test").join("hevo.db");
     let test_failures = if test_db.is_file() {
@@ -212,6 +216,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
         trials_per_task,
         candidates,
         rejected,
+        train,
         test,
         failures,
         test_failures,

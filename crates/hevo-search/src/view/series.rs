@@ -276,6 +276,7 @@ mod tests {
             trials_per_task: 1,
             candidates,
             rejected: vec![],
+            train: Default::default(),
             test: vec![],
             failures: Default::default(),
             test_failures: Default::default(),

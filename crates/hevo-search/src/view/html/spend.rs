@@ -62,6 +62,16 @@ pub(super) fn spend_section(run: &RunView) -> String {
             t.full_usd(),
             100.0 * t.fraction()
         );
+        if run.train.trials > 0 {
+            let _ = writeln!(
+                s,
+                "<p class=\"note\">Besides these validation trials, HarnessPro's core sets \
+                 ran {} trials on the train split: {} tokens, ${:.4}.</p>",
+                run.train.trials,
+                run.train.spend.total_tokens(),
+                run.train.spend.cost_usd
+            );
+        }
     }
     s
 }
