@@ -190,6 +190,7 @@ fn json_has_strategies_and_oracle_test() {
             "evals_share",
             "pick_coverage",
             "field_coverage",
+            "field_rmse",
             "pick_width",
         ] {
             assert!(r[k].is_number(), "{k} in {r}");

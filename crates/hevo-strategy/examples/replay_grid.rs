@@ -300,14 +300,15 @@ fn main() {
             let r = run(&m, &cfg);
             for s in &r.strategies {
                 println!(
-                    "{name}\t{rho}\t{}\t{:.2}\t{:.2}\t{:.3}\t{}\t{:.2}\t{:.2}",
+                    "{name}\t{rho}\t{}\t{:.2}\t{:.2}\t{:.3}\t{}\t{:.2}\t{:.2}\t{:.3}",
                     s.name,
                     s.rank,
                     s.rank_se,
                     s.evals_share,
                     s.cost_share.map_or("-".into(), |c| format!("{c:.3}")),
                     s.pick_coverage,
-                    s.field_coverage
+                    s.field_coverage,
+                    s.field_rmse
                 );
             }
             if which == "all" {

@@ -82,6 +82,11 @@ pub struct StrategyRow {
     /// Mean over seeds of the share of non-Phase-0 candidates whose own 95% interval covers
     /// their true val score.
     pub field_coverage: f64,
+    /// Root mean square error of the non-Phase-0 candidates' estimates, clipped to `[0, 1]`
+    /// as hevo prints them, against their true val scores (exactly known candidates count
+    /// 0; a candidate without a finite estimate is left out): how far a printed point estimate lands, which coverage does not say. The square
+    /// root of the mean over seeds of each seed's mean squared error.
+    pub field_rmse: f64,
     /// Mean width of the pick's selection-adjusted interval.
     pub pick_width: f64,
     /// Mean dollars spent per seed (`null` without costs).
@@ -195,6 +200,7 @@ struct SeedResult {
     top1: f64,
     pick_cover: f64,
     field_cover: f64,
+    field_sq_err: f64,
     pick_width: f64,
 }
 
@@ -293,6 +299,13 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
             cost_usd: oracle.cost_usd,
             pick_cover: covers(&pi, truth[outcome.pick]) as u8 as f64,
             field_cover: field.iter().sum::<f64>() / field.len().max(1) as f64,
+            field_sq_err: {
+                let errs: Vec<f64> = (n0..nc)
+                    .filter(|&c| outcome.estimates[c].value.is_finite())
+                    .map(|c| (outcome.estimates[c].value.clamp(0.0, 1.0) - truth[c]).powi(2))
+                    .collect();
+                errs.iter().sum::<f64>() / errs.len().max(1) as f64
+            },
             pick_width: pi.ci_high - pi.ci_low,
             top1: if truth[outcome.pick] >= truth[best_val] {
                 1.0
@@ -387,6 +400,7 @@ pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync
                 rank_se: rsd / n.sqrt(),
                 pick_coverage: col(&|r| r.pick_cover),
                 field_coverage: col(&|r| r.field_cover),
+                field_rmse: col(&|r| r.field_sq_err).sqrt(),
                 pick_width: col(&|r| r.pick_width),
                 cost_usd: m.cost.as_ref().map(|_| col(&|r| r.cost_usd)),
                 honest: col(&|r| r.pick_cover) >= COVERAGE_TARGET
@@ -426,7 +440,7 @@ impl fmt::Display for ReplayReport {
         )?;
         writeln!(
             f,
-            "{:<26} {:>11} {:>6} {:>7} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9}",
+            "{:<26} {:>11} {:>6} {:>7} {:>7} {:>9} {:>7} {:>6} {:>9} {:>9} {:>10}",
             "strategy",
             "rank ± se",
             "top1",
@@ -436,7 +450,8 @@ impl fmt::Display for ReplayReport {
             "evals",
             "cost",
             "pick-cov",
-            "field-cov"
+            "field-cov",
+            "field-rmse"
         )?;
         let mut dishonest = Vec::new();
         for r in &self.strategies {
@@ -457,7 +472,7 @@ impl fmt::Display for ReplayReport {
             };
             writeln!(
                 f,
-                "{:<26} {:>11} {:>6.2} {:>7.4} {:>7.4} {:>9} {:>7.3} {:>6} {:>9} {:>9}",
+                "{:<26} {:>11} {:>6.2} {:>7.4} {:>7.4} {:>9} {:>7.3} {:>6} {:>9} {:>9} {:>10.3}",
                 r.name,
                 format!("{:.2} ± {:.2}", r.rank, r.rank_se),
                 r.top1,
@@ -467,7 +482,8 @@ impl fmt::Display for ReplayReport {
                 r.evals_share,
                 cost,
                 cov(r.pick_coverage),
-                cov(r.field_coverage)
+                cov(r.field_coverage),
+                r.field_rmse
             )?;
             if !r.honest {
                 dishonest.push(r.name.as_str());
@@ -487,7 +503,8 @@ impl fmt::Display for ReplayReport {
             "rank: the pick's true val rank (1 = best); top1: share of seeds picking the true \
              best; val, test: the pick's true scores; evals, cost: share of full evaluation's \
              trials and dollars; pick-cov, field-cov: share of 95% intervals covering the true \
-             val score (the pick's, selection-adjusted; every candidate's)"
+             val score (the pick's, selection-adjusted; every candidate's); field-rmse: root \
+             mean square error of every candidate's printed estimate against its true val score"
         )?;
         writeln!(
             f,

@@ -20,6 +20,7 @@ pub fn row(name: &str, rank: f64, evals: f64, cost: Option<f64>) -> StrategyRow 
         rank_se: 0.1,
         pick_coverage: 1.0,
         field_coverage: 1.0,
+        field_rmse: 0.0,
         pick_width: 0.1,
         cost_usd: cost.map(|c| c * 100.0),
         honest: true,
