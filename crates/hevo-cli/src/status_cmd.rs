@@ -372,16 +372,36 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
             t.tasks
         );
     }
-    if !c.tasks.is_empty() {
+    // A sampled estimate weighs each task by 1 / its inclusion probability: shown, so that a
+    // surprising estimate can be traced to the rarely drawn tasks that moved it.
+    let sampled = c.tasks.iter().any(|t| t.inclusion.is_some_and(|p| p < 1.0));
+    if sampled {
+        let mean = c.tasks.iter().map(|t| t.outcome).sum::<f64>() / c.tasks.len() as f64;
         let _ = writeln!(
             s,
-            "\n  {:<20} {:>7} {:>6} {:<10} error",
+            "sampled: mean outcome {mean:.3} on the {} of {} validation tasks it ran; the \
+             estimate weighs each task's outcome by 1 / the chance the task had to be drawn \
+             (weight, below), so a rarely drawn task moves it most",
+            c.tasks.len(),
+            run.val_tasks
+        );
+    }
+    if !c.tasks.is_empty() {
+        let weight = if sampled { "  weight" } else { "" };
+        let _ = writeln!(
+            s,
+            "\n  {:<20} {:>7} {:>6}{weight} {:<10} error",
             "task", "outcome", "trials", "status"
         );
         for t in &c.tasks {
+            let w = match (sampled, t.inclusion) {
+                (false, _) => String::new(),
+                (true, Some(p)) if p > 0.0 => format!(" {:>7.1}", 1.0 / p),
+                (true, _) => format!(" {:>7}", "-"),
+            };
             let _ = writeln!(
                 s,
-                "  {:<20} {:>7.2} {:>6} {:<10} {}",
+                "  {:<20} {:>7.2} {:>6}{w} {:<10} {}",
                 t.task,
                 t.outcome,
                 t.trials,

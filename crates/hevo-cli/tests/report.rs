@@ -779,3 +779,65 @@ fn a_budget_stopped_run_and_a_lost_pick_are_shown_as_they_are() {
         "another pick shown: {text}"
     );
 }
+
+/// A sampled candidate's `show` gives each task's weight in its estimate (1 / its inclusion
+/// probability, the store's `draws`), in the text and as `inclusion` in `--json`, so that a
+/// surprising estimate can be traced to the rarely drawn tasks that moved it. An exactly
+/// known candidate's tasks all have inclusion 1, and its text has no weight column.
+#[test]
+fn show_gives_a_sampled_candidates_weights_from_its_draws() {
+    let run = run_dir();
+    let db = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
+    let draws = |name: &str| -> std::collections::BTreeMap<String, f64> {
+        let mut st = db
+            .prepare(
+                "SELECT d.task_id, d.inclusion_prob FROM draws d \
+                 JOIN candidates c ON c.id = d.candidate_id \
+                 WHERE c.name = ?1 AND d.label = 'val'",
+            )
+            .unwrap();
+        let rows = st
+            .query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let show = |name: &str, json: bool| {
+        let mut c = hevo();
+        c.arg("show").arg(run).arg(name);
+        if json {
+            c.arg("--json");
+        }
+        ok(&c.output().unwrap())
+    };
+    let sampled = draws("seed.i2c0");
+    assert!(sampled.values().any(|&p| p < 1.0), "{sampled:?}");
+    let doc: serde_json::Value = serde_json::from_str(&show("seed.i2c0", true)).unwrap();
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert!(!tasks.is_empty());
+    let text = show("seed.i2c0", false);
+    assert!(text.contains("sampled: mean outcome"), "{text}");
+    assert!(text.contains("  weight "), "{text}");
+    for t in tasks {
+        let id = t["task"].as_str().unwrap();
+        let p = sampled[id];
+        assert_eq!(t["inclusion"], p, "{t}");
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("no row for {id}: {text}"));
+        assert!(row.contains(&format!(" {:>7.1} ", 1.0 / p)), "{row}");
+    }
+    let exact = draws("seed.i3c1");
+    assert!(exact.values().all(|&p| p == 1.0), "{exact:?}");
+    let doc: serde_json::Value = serde_json::from_str(&show("seed.i3c1", true)).unwrap();
+    assert!(doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["inclusion"] == 1.0));
+    let text = show("seed.i3c1", false);
+    assert!(
+        !text.contains("weight") && !text.contains("sampled:"),
+        "{text}"
+    );
+}

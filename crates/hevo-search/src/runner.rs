@@ -122,10 +122,13 @@ pub fn current_rows(rows: Vec<TrialRow>, suite: &Suite, trials: u32) -> Vec<Tria
         .collect()
 }
 
+/// The label of a search's estimates and draws in the store: the validation score.
+pub const VAL_LABEL: &str = "val";
+
 /// A strategy's final estimate of one candidate, as the store keeps it.
 #[derive(Clone, Debug)]
 pub struct FinalEstimate {
-    /// What was estimated (`val`).
+    /// What was estimated ([`VAL_LABEL`]).
     pub label: String,
     /// The estimate with its interval.
     pub estimate: hevo_stats::estimate::Estimate,

@@ -76,7 +76,7 @@ pub(super) fn final_estimates(
     for &seq in &all {
         let c = &candidates[seq];
         let estimate = FinalEstimate {
-            label: "val".into(),
+            label: crate::runner::VAL_LABEL.into(),
             estimate: final_outcome.estimates[seq],
             estimator: strat.name(),
             tasks_used: oracle.outcomes.get(&c.seq).map_or(0, |o| o.len()),

@@ -133,6 +133,11 @@ pub struct TaskOutcome {
     pub error: Option<String>,
     /// Dollars of its trials.
     pub cost_usd: f64,
+    /// The task's inclusion probability in the design the candidate's estimate rests on
+    /// (the store's `draws`): 1 for every task of an exactly known candidate; below 1, the
+    /// estimate weighs the task's outcome by its inverse. `None` when no estimate was
+    /// recorded (a running search, or a test-split result).
+    pub inclusion: Option<f64>,
 }
 
 /// A candidate rejected before evaluation.

@@ -1,7 +1,7 @@
 //! Reading a run directory into a [`RunView`]: the store read-only, the archive's files as
 //! they are (a search may be writing them; a torn or missing file is what it is so far).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use hevo_runtime::failures::{Failures, TrialRef};
@@ -14,7 +14,7 @@ use rusqlite::params;
 use super::{CandidateView, Rejected, RunView, TaskOutcome, TestView, ViewError};
 use crate::archive::{Archive, CandidateMeta, CandidateScores};
 use crate::finalize::{SearchRecord, RECORD_FILE};
-use crate::runner::Effort;
+use crate::runner::{Effort, VAL_LABEL};
 
 /// One trial as the views need it.
 struct Trial {
@@ -87,6 +87,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
     let by_candidate = group(&trials);
     let val_tasks = count_val_tasks(&store)?;
     let trials_per_task = trials.iter().map(|t| t.index + 1).max().unwrap_or(1);
+    let run_id = hevo_runtime::store::run_id(dir);
 
     let archive = Archive::existing(&dir.join("archive"));
     let cand_root = archive.root().join("candidates");
@@ -148,7 +149,7 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
             status,
             trials: mine.len() as u64,
             spend,
-            tasks: per_task(mine),
+            tasks: with_inclusion(&store, &run_id, store_id, per_task(mine))?,
             trace_dir,
         });
     }
@@ -346,6 +347,22 @@ fn group(trials: &[Trial]) -> BTreeMap<i64, Vec<&Trial>> {
 }
 
 /// Groups one candidate's trials (sorted by task) into per-task outcomes.
+/// `tasks` with the inclusion probability each has in the design of candidate `id`'s
+/// recorded estimate.
+fn with_inclusion(
+    store: &Store,
+    run_id: &str,
+    id: Option<i64>,
+    mut tasks: Vec<TaskOutcome>,
+) -> Result<Vec<TaskOutcome>, ViewError> {
+    let Some(id) = id else { return Ok(tasks) };
+    let pi: HashMap<String, f64> = store.draws_of(run_id, id, VAL_LABEL)?.into_iter().collect();
+    for t in &mut tasks {
+        t.inclusion = pi.get(&t.task).copied();
+    }
+    Ok(tasks)
+}
+
 fn per_task(trials: &[&Trial]) -> Vec<TaskOutcome> {
     let mut out: Vec<TaskOutcome> = Vec::new();
     for t in trials {
@@ -369,6 +386,7 @@ fn per_task(trials: &[&Trial]) -> Vec<TaskOutcome> {
                 status: t.status.clone(),
                 error: t.error.clone(),
                 cost_usd: t.spend.cost_usd,
+                inclusion: None,
             }),
         }
     }

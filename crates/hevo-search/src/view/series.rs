@@ -256,6 +256,7 @@ mod tests {
                     status: "pass".into(),
                     error: None,
                     cost_usd: 0.5,
+                    inclusion: None,
                 })
                 .collect(),
             trace_dir: None,
