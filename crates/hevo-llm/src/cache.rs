@@ -119,6 +119,10 @@ mod tests {
         let mut r = request(0.0);
         r.max_tokens = Some(3);
         assert_ne!(a, ResponseCache::key("b", &r));
+        // Who asks is not part of the request: another trial's same request is a hit.
+        let mut r = request(0.0);
+        r.caller = "run/c3/0/task".into();
+        assert_eq!(a, ResponseCache::key("b", &r));
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub struct ChatRequest {
     pub logprobs: bool,
     /// With `logprobs`, also return this many most likely alternatives per position (0 to 20).
     pub top_logprobs: u32,
+    /// Who asks: the gateway's trial id (empty outside the gateway). The local model serves
+    /// its callers in turn, so one that floods it cannot starve the others. Not part of the
+    /// request itself: never sent upstream, not in the response cache's key.
+    #[serde(skip)]
+    pub caller: String,
 }
 
 impl ChatRequest {
@@ -60,6 +65,7 @@ impl ChatRequest {
             seed: None,
             logprobs: false,
             top_logprobs: 0,
+            caller: String::new(),
         }
     }
 

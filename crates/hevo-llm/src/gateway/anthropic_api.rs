@@ -121,6 +121,7 @@ pub(super) fn parse(raw: &Value) -> Result<(ChatRequest, bool), Refusal> {
         seed: None,
         logprobs: false,
         top_logprobs: 0,
+        caller: String::new(),
     };
     Ok((request, field::<bool>(object, "stream")?.unwrap_or(false)))
 }

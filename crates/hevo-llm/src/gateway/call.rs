@@ -505,6 +505,7 @@ impl Call {
         let inner = &self.gateway.inner;
         let route = self.route();
         request.model = route.upstream_model.clone();
+        request.caller = self.trial.id.clone();
         let cache_key = match &inner.cache {
             Some(_) if request.is_deterministic() => Some(ResponseCache::key(
                 &route.backend.cache_identity(),

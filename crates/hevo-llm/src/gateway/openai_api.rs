@@ -138,6 +138,7 @@ pub(super) fn parse(raw: &Value) -> Result<(ChatRequest, Options), Refusal> {
         seed: field(object, "seed")?,
         logprobs,
         top_logprobs,
+        caller: String::new(),
     };
     let options = Options {
         stream: field::<bool>(object, "stream")?.unwrap_or(false),

@@ -520,3 +520,58 @@ async fn answers_do_not_depend_on_what_the_cache_held() {
     }
     assert!(reused >= 64, "the cache was reused: {reused} tokens");
 }
+
+/// One trial floods the local model (16 requests at once on its two workers), then another
+/// trial sends one: the model serves its callers in turn, so the second trial's request is
+/// answered after at most a few of the first trial's, not after its whole backlog (it was
+/// the 17th of 17 when the queue was first come, first served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_that_floods_the_local_model_does_not_starve_another() {
+    let (local, _model_dir) = local();
+    let gw = Gateway::start(
+        GatewayConfig::new(route(), PriceTable::builtin()),
+        vec![local],
+        Arc::new(MemorySink::new()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let flood = gw
+        .open_trial("flood", &dir.path().join("a"), Caps::UNLIMITED)
+        .unwrap();
+    let other = gw
+        .open_trial("other", &dir.path().join("b"), Caps::UNLIMITED)
+        .unwrap();
+    let client = reqwest::Client::new();
+    let base = gw.openai_base_url();
+    let done = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let send = |key: String, label: &'static str| {
+        let (client, base, done) = (client.clone(), base.clone(), done.clone());
+        tokio::spawn(async move {
+            let body = chat(json!({"max_tokens": 24}));
+            let reply = post(&client, &base, &key, &body).await;
+            assert!(reply.status().is_success(), "{label}: {}", reply.status());
+            done.lock().unwrap().push(label);
+        })
+    };
+    let mut tasks: Vec<_> = (0..16)
+        .map(|_| send(flood.as_str().to_owned(), "flood"))
+        .collect();
+    // Every flood request is in the gateway (and so, a moment later, queued) first.
+    while gw.live_calls() < 16 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    tasks.push(send(other.as_str().to_owned(), "other"));
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let order = done.lock().unwrap().clone();
+    let at = order.iter().position(|l| *l == "other").unwrap();
+    let before = order.iter().take(at).count();
+    assert!(
+        before <= 8,
+        "the other trial's request was answered after {before} of the flood's 16: {order:?}"
+    );
+    gw.close_trial(&flood).await;
+    gw.close_trial(&other).await;
+}

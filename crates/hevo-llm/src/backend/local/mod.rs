@@ -128,6 +128,7 @@ impl Workers {
         deltas: Option<DeltaSender>,
     ) -> Result<oneshot::Receiver<Result<Completion, BackendError>>, BackendError> {
         let key = affinity_key(&request);
+        let caller = request.caller.clone();
         let (reply, rx) = oneshot::channel();
         let job = Job {
             request,
@@ -135,7 +136,7 @@ impl Workers {
             reply,
         };
         self.queue
-            .push(job, key)
+            .push(job, key, caller)
             .map_err(|_| BackendError::Internal("the local model has stopped".into()))?;
         Ok(rx)
     }

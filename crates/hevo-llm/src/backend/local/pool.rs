@@ -7,8 +7,15 @@
 //! one sharing the longest prefix with its last prompt, the oldest on ties; a request passed
 //! over [`MAX_PASSED_OVER`] times is taken next whatever its prefix, so affinity never starves
 //! anyone.
+//!
+//! Callers (the gateway's trials) are served in turn: a free worker takes a request of the
+//! waiting caller whose last request was started longest ago (a caller with nothing started
+//! since it last had nothing waiting comes first), and prefix affinity chooses only among
+//! that caller's requests (or, on a tie, those callers'). A trial that floods the model with
+//! requests therefore delays another trial's next request by at most one request per worker,
+//! not by its whole backlog. With one caller the order is the affinity order above.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex};
 
 /// How many requests at the head of the queue a free worker compares with its last prompt.
@@ -21,6 +28,7 @@ pub(super) const MAX_PASSED_OVER: u32 = 4;
 struct Waiting<J> {
     job: J,
     key: String,
+    caller: String,
     passed_over: u32,
 }
 
@@ -31,6 +39,12 @@ struct State<J> {
     idle: Vec<(usize, String)>,
     /// A request handed to an idle worker, per worker.
     handed: Vec<Option<(J, String)>>,
+    /// When each caller with requests waiting last had one started (a count of starts);
+    /// a waiting caller without an entry has had none started since it last had nothing
+    /// waiting, and goes first.
+    started: HashMap<String, u64>,
+    /// Requests started so far.
+    starts: u64,
     closed: bool,
 }
 
@@ -48,14 +62,17 @@ impl<J> Queue<J> {
                 waiting: VecDeque::new(),
                 idle: Vec::new(),
                 handed: (0..workers).map(|_| None).collect(),
+                started: HashMap::new(),
+                starts: 0,
                 closed: false,
             }),
             wake: Condvar::new(),
         }
     }
 
-    /// Queues `job`, whose prompt text is `key`; gives it back when the queue is closed.
-    pub(super) fn push(&self, job: J, key: String) -> Result<(), J> {
+    /// Queues `job` of `caller`, whose prompt text is `key`; gives it back when the queue is
+    /// closed.
+    pub(super) fn push(&self, job: J, key: String, caller: String) -> Result<(), J> {
         let mut state = self.state.lock().expect("model queue lock");
         if state.closed {
             return Err(job);
@@ -64,6 +81,7 @@ impl<J> Queue<J> {
             state.waiting.push_back(Waiting {
                 job,
                 key,
+                caller,
                 passed_over: 0,
             });
             return Ok(());
@@ -90,7 +108,7 @@ impl<J> Queue<J> {
             }
             if !state.waiting.is_empty() {
                 state.idle.retain(|(w, _)| *w != worker);
-                return Some(take_waiting(&mut state.waiting, last));
+                return Some(take_waiting(&mut state, last));
             }
             register_idle(&mut state, worker, last);
             state = self.wake.wait(state).expect("model queue lock");
@@ -132,19 +150,40 @@ fn register_idle<J>(state: &mut State<J>, worker: usize, last: &str) {
     }
 }
 
-/// Takes the waiting request that suits a worker whose last prompt was `last`.
-fn take_waiting<J>(waiting: &mut VecDeque<Waiting<J>>, last: &str) -> (J, String) {
+/// Takes the waiting request that suits a worker whose last prompt was `last`, among those
+/// of the callers whose turn it is (the module's documentation).
+fn take_waiting<J>(state: &mut State<J>, last: &str) -> (J, String) {
+    let turn = |c: &str| state.started.get(c).copied().unwrap_or(0);
+    let first = state
+        .waiting
+        .iter()
+        .map(|w| turn(&w.caller))
+        .min()
+        .expect("a request is waiting");
+    let eligible: Vec<usize> = (0..state.waiting.len())
+        .filter(|&i| turn(&state.waiting[i].caller) == first)
+        .take(WINDOW)
+        .collect();
     let chosen = pick(
-        waiting
-            .iter()
-            .take(WINDOW)
-            .map(|w| (w.key.as_str(), w.passed_over)),
+        eligible.iter().map(|&i| {
+            let w = &state.waiting[i];
+            (w.key.as_str(), w.passed_over)
+        }),
         last,
     );
-    for skipped in waiting.iter_mut().take(chosen) {
-        skipped.passed_over += 1;
+    for &i in &eligible[..chosen] {
+        state.waiting[i].passed_over += 1;
     }
-    let taken = waiting.remove(chosen).expect("chosen index is in range");
+    let taken = state
+        .waiting
+        .remove(eligible[chosen])
+        .expect("chosen index is in range");
+    state.starts += 1;
+    if state.waiting.iter().any(|w| w.caller == taken.caller) {
+        state.started.insert(taken.caller, state.starts);
+    } else {
+        state.started.remove(&taken.caller);
+    }
     (taken.job, taken.key)
 }
 
@@ -195,10 +234,15 @@ mod tests {
     #[test]
     fn a_free_worker_takes_the_waiting_request_that_continues_its_last_prompt() {
         let q = Queue::new(1);
-        q.push(1, "system A|user x".into()).unwrap();
-        q.push(2, "system B|user y|assistant z|user w".into())
+        q.push(1, "system A|user x".into(), String::new()).unwrap();
+        q.push(
+            2,
+            "system B|user y|assistant z|user w".into(),
+            String::new(),
+        )
+        .unwrap();
+        q.push(3, "system B|user y|assistant".into(), String::new())
             .unwrap();
-        q.push(3, "system B|user y|assistant".into()).unwrap();
         let (job, key) = q.take(0, "system B|user y|assistant z").unwrap();
         assert_eq!(job, 2);
         assert_eq!(key, "system B|user y|assistant z|user w");
@@ -207,11 +251,44 @@ mod tests {
         assert_eq!(q.take(0, "").unwrap().0, 3);
     }
 
+    /// A caller that floods the model (trial A: one request being answered, five waiting)
+    /// delays another caller's request by one request, not by its backlog; then the two
+    /// take turns while both wait, and each keeps its own order.
+    #[test]
+    fn callers_are_served_in_turn_whatever_their_backlog() {
+        let q = Queue::new(1);
+        let caller = |j: u32| if j < 10 { "A" } else { "B" }.to_string();
+        q.push(0, "a".into(), caller(0)).unwrap();
+        assert_eq!(q.take(0, "").unwrap().0, 0);
+        for job in [1, 2, 3, 4, 5, 10, 11] {
+            q.push(job, "a".into(), caller(job)).unwrap();
+        }
+        let order: Vec<u32> = (0..7).map(|_| q.take(0, "a").unwrap().0).collect();
+        assert_eq!(order, [1, 10, 2, 11, 3, 4, 5]);
+        // A new backlog of A's, then one request of B's behind it: B's goes second.
+        for job in [6, 7, 8, 12] {
+            q.push(job, "a".into(), caller(job)).unwrap();
+        }
+        let order: Vec<u32> = (0..4).map(|_| q.take(0, "a").unwrap().0).collect();
+        assert_eq!(order, [6, 12, 7, 8]);
+    }
+
+    /// Affinity still chooses within the callers whose turn it is: among two callers who have
+    /// had nothing started, the request continuing the worker's last prompt.
+    #[test]
+    fn affinity_chooses_among_the_callers_whose_turn_it_is() {
+        let q = Queue::new(1);
+        q.push(1, "cold".into(), "A".into()).unwrap();
+        q.push(2, "warm, next".into(), "B".into()).unwrap();
+        assert_eq!(q.take(0, "warm").unwrap().0, 2);
+        assert_eq!(q.take(0, "warm, next").unwrap().0, 1);
+    }
+
     #[test]
     fn ties_go_to_the_oldest_request() {
         let q = Queue::new(1);
         for job in 0..3 {
-            q.push(job, "same prefix".into()).unwrap();
+            q.push(job, "same prefix".into(), String::new()).unwrap();
         }
         assert_eq!(q.take(0, "same prefix").unwrap().0, 0);
         assert_eq!(q.take(0, "same").unwrap().0, 1);
@@ -220,11 +297,11 @@ mod tests {
     #[test]
     fn the_oldest_request_is_not_passed_over_forever() {
         let q = Queue::new(1);
-        q.push(0, "cold".into()).unwrap();
+        q.push(0, "cold".into(), String::new()).unwrap();
         let mut order = Vec::new();
         // A stream of requests that all suit this worker better than the oldest one.
         for round in 1..=10 {
-            q.push(round, "warm".into()).unwrap();
+            q.push(round, "warm".into(), String::new()).unwrap();
             order.push(q.take(0, "warm").unwrap().0);
         }
         let served_at = order.iter().position(|&j| j == 0).expect("served");
@@ -264,8 +341,12 @@ mod tests {
         let q = Arc::new(Queue::new(3));
         let (handles, rx) = workers(&q, 3);
         for (job, target) in [(10, 2), (11, 0), (12, 1), (13, 2)] {
-            q.push(job, format!("conversation {target}, next turn"))
-                .unwrap();
+            q.push(
+                job,
+                format!("conversation {target}, next turn"),
+                String::new(),
+            )
+            .unwrap();
             assert_eq!(rx.recv().unwrap(), (target, job));
             while q.idle_workers() < 3 {
                 std::thread::sleep(Duration::from_millis(1));
@@ -282,8 +363,10 @@ mod tests {
         let q = Queue::new(2);
         q.finished(0, "conversation A");
         q.finished(1, "conversation B");
-        q.push(5, "conversation B, next turn".into()).unwrap();
-        q.push(6, "conversation A, next turn".into()).unwrap();
+        q.push(5, "conversation B, next turn".into(), String::new())
+            .unwrap();
+        q.push(6, "conversation A, next turn".into(), String::new())
+            .unwrap();
         assert_eq!(q.take(1, "conversation B").unwrap().0, 5);
         assert_eq!(q.take(0, "conversation A").unwrap().0, 6);
     }
@@ -312,7 +395,7 @@ mod tests {
             h.join().unwrap();
         }
         assert!(rx.try_recv().is_err());
-        assert_eq!(q.push(7, String::new()), Err(7));
+        assert_eq!(q.push(7, String::new(), String::new()), Err(7));
     }
 
     #[test]
@@ -320,7 +403,12 @@ mod tests {
         let q = Arc::new(Queue::new(3));
         let (handles, rx) = workers(&q, 3);
         for job in 0..500 {
-            q.push(job, format!("conversation {}", job % 7)).unwrap();
+            q.push(
+                job,
+                format!("conversation {}", job % 7),
+                format!("trial {}", job % 5),
+            )
+            .unwrap();
         }
         let mut got: Vec<u32> = (0..500).map(|_| rx.recv().unwrap().1).collect();
         q.close();
