@@ -633,6 +633,19 @@ mod tests {
         assert!(Estimate::exact(f64::NAN).clipped(0.0, 1.0).value.is_nan());
     }
 
+    /// Student's 0.975 quantiles from the tables: 2.776 (4), 2.093 (19), 2.045 (29),
+    /// 1.984 (99).
+    #[test]
+    fn students_quantile_matches_the_tables() {
+        for (nu, t) in [(4.0, 2.776), (19.0, 2.093), (29.0, 2.045), (99.0, 1.984)] {
+            assert!(
+                (student_t975(nu) - t).abs() < 0.01,
+                "{nu}: {}",
+                student_t975(nu)
+            );
+        }
+    }
+
     #[test]
     fn sample_mean_se_is_sd_over_root_n() {
         let e = sample_mean(&[0.0, 1.0, 0.0, 1.0]);
