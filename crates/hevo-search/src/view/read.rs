@@ -346,7 +346,6 @@ fn group(trials: &[Trial]) -> BTreeMap<i64, Vec<&Trial>> {
     out
 }
 
-/// Groups one candidate's trials (sorted by task) into per-task outcomes.
 /// `tasks` with the inclusion probability each has in the design of candidate `id`'s
 /// recorded estimate.
 fn with_inclusion(
@@ -363,6 +362,7 @@ fn with_inclusion(
     Ok(tasks)
 }
 
+/// Groups one candidate's trials (sorted by task) into per-task outcomes.
 fn per_task(trials: &[&Trial]) -> Vec<TaskOutcome> {
     let mut out: Vec<TaskOutcome> = Vec::new();
     for t in trials {
