@@ -374,7 +374,7 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
     }
     // A sampled estimate weighs each task by 1 / its inclusion probability: shown, so that a
     // surprising estimate can be traced to the rarely drawn tasks that moved it.
-    let sampled = c.tasks.iter().any(|t| t.inclusion.is_some_and(|p| p < 1.0));
+    let sampled = c.sampled();
     if sampled {
         let mean = c.tasks.iter().map(|t| t.outcome).sum::<f64>() / c.tasks.len() as f64;
         let _ = writeln!(
@@ -394,10 +394,10 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
             "task", "outcome", "trials", "status"
         );
         for t in &c.tasks {
-            let w = match (sampled, t.inclusion) {
+            let w = match (sampled, t.weight()) {
                 (false, _) => String::new(),
-                (true, Some(p)) if p > 0.0 => format!(" {:>7.1}", 1.0 / p),
-                (true, _) => format!(" {:>7}", "-"),
+                (true, Some(w)) => format!(" {w:>7.1}"),
+                (true, None) => format!(" {:>7}", "-"),
             };
             let _ = writeln!(
                 s,

@@ -827,6 +827,25 @@ fn show_gives_a_sampled_candidates_weights_from_its_draws() {
             .unwrap_or_else(|| panic!("no row for {id}: {text}"));
         assert!(row.contains(&format!(" {:>7.1} ", 1.0 / p)), "{row}");
     }
+    // The report's table of the candidate's tasks gives the same weights.
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = copy_of_run(tmp.path(), "runs/threshold");
+    ok(&hevo().arg("report").arg(&copy).output().unwrap());
+    let html = std::fs::read_to_string(copy.join("report.html")).unwrap();
+    assert!(
+        html.contains(">weight</th>"),
+        "no weight column in the report"
+    );
+    for t in tasks {
+        let id = t["task"].as_str().unwrap();
+        let row = format!(
+            "<tr><td>{id}</td><td class=\"num\">{:.2}</td><td class=\"num\">{}</td><td class=\"num\">{:.1}</td>",
+            t["outcome"].as_f64().unwrap(),
+            t["trials"],
+            1.0 / sampled[id]
+        );
+        assert!(html.contains(&row), "{row} is not in the report");
+    }
     let exact = draws("seed.i3c1");
     assert!(exact.values().all(|&p| p == 1.0), "{exact:?}");
     let doc: serde_json::Value = serde_json::from_str(&show("seed.i3c1", true)).unwrap();

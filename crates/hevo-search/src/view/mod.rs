@@ -107,6 +107,14 @@ impl CandidateView {
         matches!(self.status.as_str(), "evaluated" | "not sampled")
     }
 
+    /// Whether its recorded estimate rests on a sample of tasks (some task it ran had an
+    /// inclusion probability below 1), so that each task's [`TaskOutcome::weight`] matters.
+    pub fn sampled(&self) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| t.inclusion.is_some_and(|p| p < 1.0))
+    }
+
     /// The plain mean of its per-task outcomes so far (`None` before its first trial): what
     /// to look at while the strategy has not made an estimate yet. Not an estimate of the
     /// full validation score: the tasks run first are not a random sample.
@@ -138,6 +146,14 @@ pub struct TaskOutcome {
     /// estimate weighs the task's outcome by its inverse. `None` when no estimate was
     /// recorded (a running search, or a test-split result).
     pub inclusion: Option<f64>,
+}
+
+impl TaskOutcome {
+    /// The task's weight in a sampled estimate: 1 / its inclusion probability (`None`
+    /// without one).
+    pub fn weight(&self) -> Option<f64> {
+        self.inclusion.filter(|&p| p > 0.0).map(|p| 1.0 / p)
+    }
 }
 
 /// A candidate rejected before evaluation.

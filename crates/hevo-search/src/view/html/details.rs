@@ -70,16 +70,28 @@ pub(super) fn candidate_section(run: &RunView, c: &CandidateView, page_dir: &Pat
     let _ = writeln!(s, "<p>{}</p>", links.join(" · "));
     if !c.tasks.is_empty() {
         let solved = c.tasks.iter().filter(|t| t.outcome >= 1.0).count();
+        // A sampled estimate weighs each task by 1 / its inclusion probability (`hevo show`).
+        let sampled = c.sampled();
+        let weight_head = if sampled {
+            "<th title=\"1 / the chance the task had to be drawn: its weight in the estimate\">weight</th>"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
             "<details><summary>{} task(s) evaluated, {solved} always solved</summary><table class=\"small\">\
-             <tr><th>task</th><th>outcome</th><th>trials</th><th>status</th><th>error</th></tr>",
+             <tr><th>task</th><th>outcome</th><th>trials</th>{weight_head}<th>status</th><th>error</th></tr>",
             c.tasks.len()
         );
         for t in &c.tasks {
+            let weight = match (sampled, t.weight()) {
+                (false, _) => String::new(),
+                (true, Some(w)) => format!("<td class=\"num\">{w:.1}</td>"),
+                (true, None) => "<td class=\"num\">-</td>".to_string(),
+            };
             let _ = writeln!(
                 s,
-                "<tr><td>{}</td><td class=\"num\">{:.2}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td class=\"num\">{:.2}</td><td class=\"num\">{}</td>{weight}<td>{}</td><td>{}</td></tr>",
                 esc(&t.task),
                 t.outcome,
                 t.trials,
