@@ -155,7 +155,7 @@ pub(crate) fn train_line(train: &Effort) -> String {
     let sp = &train.spend;
     format!(
         "core-set trials (train split): {}, {} model calls, {} tokens ({} input, {} cached, \
-         {} output), ${:.4}; not in the spend above\n",
+         {} output), ${:.4}; in no validation total\n",
         counted(train.trials, "trial"),
         sp.calls,
         sp.total_tokens(),
