@@ -375,8 +375,7 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
     // A sampled estimate weighs each task by 1 / its inclusion probability: shown, so that a
     // surprising estimate can be traced to the rarely drawn tasks that moved it.
     let sampled = c.sampled();
-    if sampled {
-        let mean = c.tasks.iter().map(|t| t.outcome).sum::<f64>() / c.tasks.len() as f64;
+    if let Some(mean) = c.raw_mean().filter(|_| sampled) {
         let _ = writeln!(
             s,
             "sampled: mean outcome {mean:.3} on the {} of {} validation tasks it ran; the \
