@@ -289,6 +289,53 @@ fn upstream_errors_a_candidate_provokes_while_the_provider_answers_count_against
     assert_eq!(calls, 8, "one trace per val task in {}", traces.display());
 }
 
+/// A search whose run directory is named `test`, as a user's test search often is: its
+/// store's ledger also holds the calls of its smoke trials and of `--finalize`'s test
+/// split, and those must not read as its own candidates' (they were `test/c<n>/...`, the
+/// ids of the run `test`, and the test split's candidate 1 became the seed).
+#[test]
+fn a_run_named_test_keeps_its_smoke_and_test_split_calls_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let up = Upstream::start(tmp.path());
+    let dir = tmp.path().join("outage");
+    search(&dir, up.port, "plain");
+    let run_dir = tmp.path().join("test");
+    let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args(["run", "--json", "--jobs", "2", "--finalize", "--run-dir"])
+        .arg(&run_dir)
+        .arg(&dir)
+        .env("HEVO_SANDBOX", "off")
+        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let db = rusqlite::Connection::open(run_dir.join("hevo.db")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let (attributed, own): (i64, i64) = (
+        count("SELECT COUNT(*) FROM model_calls WHERE candidate_id IS NOT NULL"),
+        count("SELECT SUM(model_calls) FROM trials"),
+    );
+    assert_eq!(
+        attributed, own,
+        "the calls given a candidate are its trials' calls"
+    );
+    let strays = count(
+        "SELECT COUNT(*) FROM model_calls WHERE candidate_id IS NOT NULL \
+         AND trial_key NOT GLOB 'test/c[0-9]*'",
+    );
+    assert_eq!(strays, 0);
+    let smoke = count("SELECT COUNT(*) FROM model_calls WHERE trial_key LIKE 'test/smoke/c%'");
+    let test = count("SELECT COUNT(*) FROM model_calls WHERE trial_key LIKE 'test/test/c%'");
+    // The smoke trial of `plain`, and the pick's two test tasks.
+    assert!(smoke >= 1 && test >= 2, "{smoke} smoke, {test} test calls");
+    // The test split's own store numbers its candidates under its own run.
+    assert_eq!(
+        support::runs_of(&run_dir.join("test/hevo.db")),
+        ["test/test"]
+    );
+}
+
 /// A harness that makes one answered call, then one that fails upstream, and exits 1: an
 /// `infra_error` hevo retries twice. Every attempt's answered call was billed and is in
 /// the ledger; the trial row counted only the last attempt's.

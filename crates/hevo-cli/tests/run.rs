@@ -131,6 +131,65 @@ fn a_search_killed_at_random_points_resumes_to_the_same_pick() {
     assert_eq!(trial_count(&dir), reference_trials);
 }
 
+/// A run directory moved (or renamed) and resumed there finds its candidates and trials
+/// again: the run keeps the id its store was created with. Before, the id was the folder's
+/// name, every candidate was stored again under the new one and all its trials, paid for
+/// once, ran a second time (116 trials of 5 candidates became 312), and `hevo finalize`
+/// ran the test split again.
+#[test]
+fn a_moved_run_resumes_without_running_its_trials_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let old = tmp.path().join("old");
+    let first = run_json(
+        &dir,
+        &[
+            "--iterations",
+            "2",
+            "--finalize",
+            "--run-dir",
+            old.to_str().unwrap(),
+        ],
+    );
+    assert!(first["test"].is_object(), "{first}");
+    let test_trials = |run: &Path| -> i64 {
+        let c = rusqlite::Connection::open(run.join("test/hevo.db")).unwrap();
+        c.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+            .unwrap()
+    };
+    let tested = test_trials(&old);
+    let moved = tmp.path().join("moved");
+    std::fs::rename(&old, &moved).unwrap();
+
+    let fin = support::json_of(
+        &hevo()
+            .args(["finalize", "--json", "--jobs", "2"])
+            .arg(&moved)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(fin["test"], first["test"]);
+    assert_eq!(test_trials(&moved), tested, "the test split ran again");
+
+    run_json(
+        &dir,
+        &["--iterations", "3", "--run-dir", moved.to_str().unwrap()],
+    );
+    let db = rusqlite::Connection::open(moved.join("hevo.db")).unwrap();
+    let twice: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM (SELECT name FROM candidates GROUP BY name HAVING COUNT(*) > 1)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        twice, 0,
+        "candidates stored again under the new folder's name"
+    );
+    assert_eq!(support::runs_of(&moved.join("hevo.db")), ["old"]);
+}
+
 #[test]
 fn a_bad_config_names_the_file_line_and_key() {
     let tmp = tempfile::tempdir().unwrap();

@@ -266,9 +266,10 @@ pub struct SqliteSink {
 impl SqliteSink {
     /// Opens (creating the schema if needed) the store at `path`, the `hevo.db` of a run
     /// directory. Calls of that run's trials get their candidate, trial index and task
-    /// ([`TrialRef::parse`]); calls of other runs recorded through the same gateway (smoke
-    /// tests `smoke/...`, the test split `test/...`, whose candidate numbers are their own
-    /// stores') keep only their trial key.
+    /// ([`TrialRef::parse`]); calls of other runs recorded through the same gateway (a
+    /// search's smoke tests `<run>/smoke/...` and test split `<run>/test/...`,
+    /// [`crate::store::nested_run_id`], whose candidate numbers are their own stores')
+    /// keep only their trial key.
     pub fn open(path: &Path) -> Result<SqliteSink, crate::store::StoreError> {
         // Opening through the store creates the schema and sets WAL.
         drop(crate::store::Store::open(path)?);
@@ -511,7 +512,12 @@ mod tests {
         let path = d.path().join("r").join("hevo.db");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let sink = SqliteSink::open(&path).unwrap();
-        for key in ["r/c2/1/t1", "test/c2/0/t1", "smoke/c1/0/t1", "rr/c2/1/t1"] {
+        for key in [
+            "r/c2/1/t1",
+            "r/test/c2/0/t1",
+            "r/smoke/c1/0/t1",
+            "rr/c2/1/t1",
+        ] {
             sink.record(&call(key));
         }
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -527,8 +533,8 @@ mod tests {
             rows,
             vec![
                 ("r/c2/1/t1".into(), Some(2), Some(1), Some("t1".into())),
-                ("test/c2/0/t1".into(), None, None, None),
-                ("smoke/c1/0/t1".into(), None, None, None),
+                ("r/test/c2/0/t1".into(), None, None, None),
+                ("r/smoke/c1/0/t1".into(), None, None, None),
                 ("rr/c2/1/t1".into(), None, None, None),
             ]
         );
@@ -549,5 +555,10 @@ mod tests {
         // Another run's candidate 1 is not this run's.
         assert_eq!(TrialRef::parse("test/c1/0/t", "run"), TrialRef::default());
         assert_eq!(TrialRef::parse("smoke/c1/0/t", "run"), TrialRef::default());
+        // Nor is the test split's of a run named `test` (`crate::store::nested_run_id`).
+        assert_eq!(
+            TrialRef::parse("test/test/c1/0/t", "test"),
+            TrialRef::default()
+        );
     }
 }

@@ -416,7 +416,7 @@ pub fn finalize(
         .collect();
     let mut evaluator = Evaluator::open(EvaluatorConfig {
         run_dir: test_dir.clone(),
-        run_id: "test".into(),
+        run_id: hevo_runtime::store::nested_run_id(run_dir, "test"),
         kind: "finalize".into(),
         config_json: serde_json::json!({"command": "finalize", "suite": suite_dir}).to_string(),
         suite,

@@ -545,6 +545,7 @@ impl CandidateRunner for LiveRunner {
             let suite = self.evaluator.suite().clone();
             let dir = self.settings.run_dir.join("smoke");
             let mut config = evaluator_config(&self.settings, suite, "smoke", &dir);
+            config.run_id = hevo_runtime::store::nested_run_id(&self.settings.run_dir, "smoke");
             config.retries = 1;
             self.smoke = Some(Evaluator::open(config)?);
         }

@@ -1,7 +1,7 @@
 //! Helpers shared by hevo-cli's test binaries (`mod support;` in each): files, a one-task
 //! suite beside a harness, the `hevo eval` command line over them, `hevo run --json`,
 //! reading a command's JSON document, a copy of examples/threshold, the scripted upstream
-//! (`upstream`), and running hevo as `nobody` (`nobody`).
+//! (`upstream`), the runs a store records, and running hevo as `nobody` (`nobody`).
 #![allow(dead_code)]
 
 pub mod nobody;
@@ -129,4 +129,14 @@ pub fn has_bwrap() -> bool {
     );
     eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap)");
     false
+}
+
+/// The ids of the runs the store `db` records (`runs.id`), in the order they were created.
+pub fn runs_of(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut st = conn.prepare("SELECT id FROM runs ORDER BY rowid").unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }

@@ -151,12 +151,17 @@ impl Store {
             .map_err(q("candidate versions"))
     }
 
-    /// The id of the first candidate whose code lives at `code_path`, if any.
-    pub fn candidate_at(&self, code_path: &str) -> Result<Option<i64>, StoreError> {
+    /// The id of the first candidate whose code lives at `code`, a path relative to the run
+    /// directory (`archive/candidates/003-x/code`), if any. The stored path is absolute,
+    /// from where the run directory was when the candidate was first loaded, so only its
+    /// end is compared: a run directory that was moved still finds its candidates.
+    pub fn candidate_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
         self.conn
             .query_row(
-                "SELECT id FROM candidates WHERE code_path = ?1 ORDER BY id LIMIT 1",
-                [code_path],
+                "SELECT id FROM candidates
+                 WHERE substr(code_path, length(code_path) - length(?1)) = '/' || ?1
+                 ORDER BY id LIMIT 1",
+                [code],
                 |r| r.get(0),
             )
             .optional()

@@ -27,15 +27,45 @@ pub use self::rows::{EstimateRow, TaskRow, TrialRow};
 pub use self::schema::SCHEMA_VERSION;
 pub use self::trials::spend_at;
 
-/// The id of the run kept in `run_dir`: its folder's name (`run` for a path without one).
-/// Every ledger trial id of the run begins with it (`<run>/c<candidate>/...`,
-/// [`crate::model_access::TrialRef`]), and the run's store numbers the candidates of those
-/// ids only.
+/// The id of the run kept in `run_dir`: the id its store (`hevo.db`) was created with, else
+/// (no store yet) its folder's name (`run` for a path without one). Every ledger trial id of
+/// the run begins with it (`<run>/c<candidate>/...`, [`crate::model_access::TrialRef`]), and
+/// the run's store numbers the candidates of those ids only. Taking it from the store keeps
+/// it when the run directory is moved or renamed: resumed there, the run finds its
+/// candidates and their trials again instead of running them all a second time.
 pub fn run_id(run_dir: &Path) -> String {
-    run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "run".into())
+    stored_run_id(run_dir).unwrap_or_else(|| {
+        run_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into())
+    })
+}
+
+/// The id of the run kept in the folder `name` inside the run directory `run_dir` (a search's
+/// `smoke/` and `test/` stores): the id its store was created with, else `<run>/<name>`,
+/// `<run>` being [`run_id`]`(run_dir)`. Its ledger ids (`<run>/<name>/c<candidate>/...`)
+/// then never read as the parent run's (`<run>/c<candidate>/...`), whatever the parent's
+/// folder is called: a search in `runs/test` keeps its test split's calls apart from its
+/// own. (Stores written before this rule were created as the run `name` itself and keep
+/// that id.)
+pub fn nested_run_id(run_dir: &Path, name: &str) -> String {
+    stored_run_id(&run_dir.join(name)).unwrap_or_else(|| format!("{}/{name}", run_id(run_dir)))
+}
+
+/// The first run recorded in `run_dir`'s store, if it has a readable one.
+fn stored_run_id(run_dir: &Path) -> Option<String> {
+    let db = run_dir.join("hevo.db");
+    if !db.is_file() {
+        return None;
+    }
+    let store = Store::open_read_only(&db).ok()?;
+    store
+        .connection()
+        .query_row("SELECT id FROM runs ORDER BY rowid LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .ok()
 }
 
 /// A store operation that failed.

@@ -156,3 +156,49 @@ fn an_empty_or_damaged_store_is_named_with_the_fix() {
         }
     }
 }
+
+/// A run's id is the one its store was created with: its folder's name for a new run, kept
+/// when the folder is moved; a nested store's is `<run>/<name>`, or whatever its store says
+/// (`test` for one written before that rule).
+#[test]
+fn a_run_keeps_the_id_its_store_was_created_with() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("test");
+    assert_eq!(run_id(&run), "test");
+    assert_eq!(nested_run_id(&run, "test"), "test/test");
+    assert_eq!(nested_run_id(&run, "smoke"), "test/smoke");
+    let created = |dir: &Path, id: &str| {
+        std::fs::create_dir_all(dir).unwrap();
+        let s = Store::open(&dir.join("hevo.db")).unwrap();
+        s.ensure_run(id, "search", "{}").unwrap();
+    };
+    created(&run, "test");
+    created(&run.join("test"), "test");
+    created(&run.join("smoke"), "test/smoke");
+    let moved = d.path().join("moved");
+    std::fs::rename(&run, &moved).unwrap();
+    assert_eq!(run_id(&moved), "test");
+    assert_eq!(nested_run_id(&moved, "test"), "test");
+    assert_eq!(nested_run_id(&moved, "smoke"), "test/smoke");
+    // A store with no run recorded yet (the ledger creates the schema first).
+    let fresh = d.path().join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    drop(Store::open(&fresh.join("hevo.db")).unwrap());
+    assert_eq!(run_id(&fresh), "fresh");
+    assert_eq!(nested_run_id(&fresh, "smoke"), "fresh/smoke");
+}
+
+/// A candidate is found by where its code lives in the run directory, wherever the run
+/// directory was when it was stored; a name's `_` or `%` is not a pattern.
+#[test]
+fn a_candidate_is_found_by_its_code_path_inside_a_moved_run() {
+    let d = tempfile::tempdir().unwrap();
+    let s = Store::open(&d.path().join("hevo.db")).unwrap();
+    let stored = "/old/place/r/archive/candidates/001-a_b/code";
+    let id = s.ensure_candidate("r", "a_b", "h", "{}", Some(stored)).unwrap();
+    let at = |p: &str| s.candidate_at(p).unwrap();
+    assert_eq!(at("archive/candidates/001-a_b/code"), Some(id));
+    assert_eq!(at("archive/candidates/001-aXb/code"), None);
+    assert_eq!(at("rchive/candidates/001-a_b/code"), None);
+    assert_eq!(at("archive/candidates/001-a%/code"), None);
+}

@@ -156,8 +156,13 @@ impl LlmProposer {
                     .collect()
             })
             .unwrap_or_default();
-        let code = std::fs::canonicalize(c.code()).unwrap_or_else(|_| c.code());
-        let id = hevo_runtime::store::Store::open_read_only(&self.run_dir.join("hevo.db"))
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let code = canonical(&c.code());
+        let run_dir = canonical(&self.run_dir);
+        let Ok(code) = code.strip_prefix(&run_dir) else {
+            return Vec::new();
+        };
+        let id = hevo_runtime::store::Store::open_read_only(&run_dir.join("hevo.db"))
             .ok()
             .and_then(|db| db.candidate_at(&code.to_string_lossy()).ok().flatten());
         let Some(id) = id else { return Vec::new() };
