@@ -152,17 +152,10 @@ pub(crate) fn train_line(train: &Effort) -> String {
     if train.trials == 0 {
         return String::new();
     }
-    let sp = &train.spend;
     format!(
-        "core-set trials (train split): {}, {} model calls, {} tokens ({} input, {} cached, \
-         {} output), ${:.4}; in no validation total\n",
+        "core-set trials (train split): {}, {}; in no validation total\n",
         counted(train.trials, "trial"),
-        sp.calls,
-        sp.total_tokens(),
-        sp.input_tokens,
-        sp.cached_tokens,
-        sp.output_tokens,
-        sp.cost_usd
+        train.spend
     )
 }
 
@@ -195,16 +188,7 @@ fn status_text(run: &RunView) -> String {
         s,
         "validation trials: {trials} of {full} for full evaluation ({share:.1}%)"
     );
-    let _ = writeln!(
-        s,
-        "spend: {} model calls, {} tokens ({} input, {} cached, {} output), ${:.4}",
-        spend.calls,
-        spend.total_tokens(),
-        spend.input_tokens,
-        spend.cached_tokens,
-        spend.output_tokens,
-        spend.cost_usd
-    );
+    let _ = writeln!(s, "spend: {spend}");
     s += &train_line(&run.train);
     if let Some(p) = run.missing_pick() {
         let _ = writeln!(

@@ -44,6 +44,24 @@ impl Spend {
     }
 }
 
+/// The one way a spend is printed: `3 model calls, 120 tokens (80 input, 20 cached, 20
+/// output), $0.0012` (`hevo status`'s spend line, the core-set line of `hevo run` and
+/// `hevo status`).
+impl std::fmt::Display for Spend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} model calls, {} tokens ({} input, {} cached, {} output), ${:.4}",
+            self.calls,
+            self.total_tokens(),
+            self.input_tokens,
+            self.cached_tokens,
+            self.output_tokens,
+            self.cost_usd
+        )
+    }
+}
+
 impl std::iter::Sum for Spend {
     fn sum<I: Iterator<Item = Spend>>(iter: I) -> Spend {
         let mut total = Spend::default();
@@ -71,5 +89,9 @@ mod tests {
         assert_eq!(total.calls, 2);
         assert_eq!(total.total_tokens(), 34);
         assert!((total.cost_usd - 1.0).abs() < 1e-12);
+        assert_eq!(
+            total.to_string(),
+            "2 model calls, 34 tokens (20 input, 10 cached, 4 output), $1.0000"
+        );
     }
 }

@@ -84,8 +84,9 @@ pub struct StrategyRow {
     pub field_coverage: f64,
     /// Root mean square error of the non-Phase-0 candidates' estimates, clipped to `[0, 1]`
     /// as hevo prints them, against their true val scores (exactly known candidates count
-    /// 0; a candidate without a finite estimate is left out): how far a printed point estimate lands, which coverage does not say. The square
-    /// root of the mean over seeds of each seed's mean squared error.
+    /// 0; a candidate without a finite estimate is left out): how far a printed point
+    /// estimate lands, which coverage does not say. The square root of the mean over seeds
+    /// of each seed's mean squared error.
     pub field_rmse: f64,
     /// Mean width of the pick's selection-adjusted interval.
     pub pick_width: f64,
