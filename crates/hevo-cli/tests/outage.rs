@@ -291,8 +291,8 @@ fn upstream_errors_a_candidate_provokes_while_the_provider_answers_count_against
 
 /// A search whose run directory is named `test`, as a user's test search often is: its
 /// store's ledger also holds the calls of its smoke trials and of `--finalize`'s test
-/// split, and those must not read as its own candidates' (they were `test/c<n>/...`, the
-/// ids of the run `test`, and the test split's candidate 1 became the seed).
+/// split, and those must not read as its own candidates' (the test split's were
+/// `test/c<n>/...`, the ids of the run `test` itself, and were given its candidates).
 #[test]
 fn a_run_named_test_keeps_its_smoke_and_test_split_calls_apart() {
     let tmp = tempfile::tempdir().unwrap();

@@ -195,7 +195,9 @@ fn a_candidate_is_found_by_its_code_path_inside_a_moved_run() {
     let d = tempfile::tempdir().unwrap();
     let s = Store::open(&d.path().join("hevo.db")).unwrap();
     let stored = "/old/place/r/archive/candidates/001-a_b/code";
-    let id = s.ensure_candidate("r", "a_b", "h", "{}", Some(stored)).unwrap();
+    let id = s
+        .ensure_candidate("r", "a_b", "h", "{}", Some(stored))
+        .unwrap();
     let at = |p: &str| s.candidate_at(p).unwrap();
     assert_eq!(at("archive/candidates/001-a_b/code"), Some(id));
     assert_eq!(at("archive/candidates/001-aXb/code"), None);
