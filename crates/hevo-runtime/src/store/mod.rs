@@ -53,7 +53,10 @@ pub fn nested_run_id(run_dir: &Path, name: &str) -> String {
     stored_run_id(&run_dir.join(name)).unwrap_or_else(|| format!("{}/{name}", run_id(run_dir)))
 }
 
-/// The first run recorded in `run_dir`'s store, if it has a readable one.
+/// The run recorded in `run_dir`'s store, if it has a readable one. A store holds one run,
+/// except one that an older hevo resumed after its directory was moved: that stored every
+/// candidate again under the new folder's name and ran its trials again, so the latest run
+/// is the one whose candidates are complete.
 fn stored_run_id(run_dir: &Path) -> Option<String> {
     let db = run_dir.join("hevo.db");
     if !db.is_file() {
@@ -62,9 +65,11 @@ fn stored_run_id(run_dir: &Path) -> Option<String> {
     let store = Store::open_read_only(&db).ok()?;
     store
         .connection()
-        .query_row("SELECT id FROM runs ORDER BY rowid LIMIT 1", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
         .ok()
 }
 

@@ -180,6 +180,12 @@ fn a_run_keeps_the_id_its_store_was_created_with() {
     assert_eq!(run_id(&moved), "test");
     assert_eq!(nested_run_id(&moved, "test"), "test");
     assert_eq!(nested_run_id(&moved, "smoke"), "test/smoke");
+    // A store an older hevo resumed after a move holds two runs; the latest has every
+    // candidate.
+    let again = Store::open(&moved.join("hevo.db")).unwrap();
+    again.ensure_run("moved", "search", "{}").unwrap();
+    drop(again);
+    assert_eq!(run_id(&moved), "moved");
     // A store with no run recorded yet (the ledger creates the schema first).
     let fresh = d.path().join("fresh");
     std::fs::create_dir_all(&fresh).unwrap();
