@@ -273,7 +273,8 @@ impl LiveRunner {
     /// Loads the suite and opens the run's store.
     pub fn open(settings: RunnerSettings) -> Result<LiveRunner, EvalError> {
         let suite = Suite::load(&settings.suite_dir)?;
-        let config = evaluator_config(&settings, suite, "search", &settings.run_dir);
+        let run_id = hevo_runtime::store::run_id(&settings.run_dir);
+        let config = evaluator_config(&settings, suite, "search", &settings.run_dir, run_id);
         let evaluator = Evaluator::open(config)?;
         Ok(LiveRunner {
             settings,
@@ -355,15 +356,18 @@ impl LiveRunner {
     }
 }
 
+/// The configuration of an evaluator of the search: `kind` (`search`, `smoke`) with its
+/// store in `run_dir`, its ledger ids beginning with `run_id`.
 fn evaluator_config(
     s: &RunnerSettings,
     suite: Suite,
     kind: &str,
     run_dir: &Path,
+    run_id: String,
 ) -> EvaluatorConfig {
     EvaluatorConfig {
         run_dir: run_dir.to_path_buf(),
-        run_id: hevo_runtime::store::run_id(run_dir),
+        run_id,
         kind: kind.into(),
         config_json: serde_json::json!({"command": "run", "suite": s.suite_dir}).to_string(),
         suite,
@@ -544,8 +548,8 @@ impl CandidateRunner for LiveRunner {
         if self.smoke.is_none() {
             let suite = self.evaluator.suite().clone();
             let dir = self.settings.run_dir.join("smoke");
-            let mut config = evaluator_config(&self.settings, suite, "smoke", &dir);
-            config.run_id = hevo_runtime::store::nested_run_id(&self.settings.run_dir, "smoke");
+            let run_id = hevo_runtime::store::nested_run_id(&self.settings.run_dir, "smoke");
+            let mut config = evaluator_config(&self.settings, suite, "smoke", &dir, run_id);
             config.retries = 1;
             self.smoke = Some(Evaluator::open(config)?);
         }
