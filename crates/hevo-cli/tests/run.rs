@@ -933,6 +933,101 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
     );
 }
 
+/// A proposer's candidate names its entry program in a host folder of the user's
+/// (`<tmp>/host-tools/bin/bash`, a link to bash beside a secret file). The sandbox shows an
+/// entry program's install prefix, so that candidate's harness read `host-tools/secret.txt`
+/// and put it in its trace, where the next proposer reads; and the rejection of a missing
+/// program (`<tmp>/nothing/bin/bash`) differed from the acceptance of an existing one, so a
+/// proposer learned which host paths exist. Both are now refused, alike, by how they are
+/// written: a proposed harness runs a program on PATH, in its own folder, or one a seed runs.
+#[test]
+fn a_proposed_entry_program_outside_its_folder_is_refused_without_looking() {
+    if !support::has_bwrap() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let host = tmp.path().join("host-tools");
+    std::fs::create_dir_all(host.join("bin")).unwrap();
+    std::os::unix::fs::symlink("/bin/bash", host.join("bin/bash")).unwrap();
+    std::fs::write(host.join("secret.txt"), "sk-HOST-SECRET-777\n").unwrap();
+    let agent = dir.join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            r#"#!/bin/sh
+for pair in "far:{host}" "gone:{gone}"; do
+  name=${{pair%%:*}}; prefix=${{pair#*:}}
+  c=pending/$name
+  cp -r candidates/*-seed/code "$c"
+  sed -i "s|^entry = .*|entry = [\"$prefix/bin/bash\", \"harness.sh\"]|" "$c/harness.toml"
+  printf 'cat "%s/secret.txt" >&2\n' "$prefix" | cat - "$c/harness.sh" > "$c/h" && mv "$c/h" "$c/harness.sh"
+  printf 'name = "%s"\nparent = "seed"\n' "$name" > "$c/candidate.toml"
+done
+"#,
+            host = host.display(),
+            gone = tmp.path().join("nothing").display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", "iterations = 1")
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"{}\", \"{{prompt}}\"]\n",
+            agent.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(&dir)
+        .env("HEVO_SANDBOX", "require")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let run = dir.join("runs/threshold");
+    let summary = std::fs::read_to_string(run.join("archive/summary.jsonl")).unwrap();
+    let outcome = |name: &str| -> String {
+        summary
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["name"] == name)
+            .and_then(|v| v["outcome"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("{name} is not in the summary:\n{summary}\n{stderr}"))
+    };
+    // The secret reached nothing the run keeps.
+    let mut stack = vec![run.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                let bytes = std::fs::read(e.path()).unwrap();
+                assert!(
+                    !bytes.windows(18).any(|w| w == b"sk-HOST-SECRET-777"),
+                    "the host secret reached {}",
+                    e.path().display()
+                );
+            }
+        }
+    }
+    let (far, gone) = (outcome("far"), outcome("gone"));
+    assert!(
+        far.starts_with("rejected: its `entry` program `")
+            && far.contains("is outside the candidate's folder")
+            && far.contains("a program on PATH"),
+        "{far}"
+    );
+    // The two reasons differ only in the path the proposer wrote.
+    assert_eq!(
+        far.replace(&host.display().to_string(), "P"),
+        gone.replace(&tmp.path().join("nothing").display().to_string(), "P")
+    );
+}
+
 /// A proposer asked for 2 candidates that writes 4 gets 2 read and evaluated; the rest are
 /// rejected unread (before: all were copied, smoke-tested and evaluated, so an agent could
 /// multiply the run's spend, and its copies multiplied its disk use).

@@ -20,6 +20,7 @@
 //! one train task). Test evaluation is `finalize`'s job, outside the archive.
 
 mod candidates;
+mod entry_rule;
 mod finish;
 mod history;
 mod oracle;

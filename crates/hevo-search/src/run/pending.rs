@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use hevo_runtime::harness::Harness;
 use hevo_runtime::printable::{one_line, printable};
 
+use super::entry_rule::{entry_problem, SeedWords};
 use super::{io_err, SearchError};
 use hevo_runtime::untrusted::{self, Unsafe};
 
@@ -161,6 +162,7 @@ pub(super) fn validate_pending(
     log: &mut dyn FnMut(&str),
 ) -> Result<(Accepted, Rejected), SearchError> {
     let mut names: HashSet<String> = known.iter().map(|c| c.meta.name.clone()).collect();
+    let seeds = SeedWords::of(known);
     let mut accepted = Vec::new();
     let mut rejected = Vec::new();
     let rejected_root = archive.root().join("rejected");
@@ -199,7 +201,7 @@ pub(super) fn validate_pending(
         let (meta, problem, staged) = match staged_copy {
             Err(why) => (unnamed(&dir_name, it), Some(why), false),
             Ok(()) => {
-                let (meta, problem) = check_candidate(&dir, &dir_name, it, &names);
+                let (meta, problem) = check_candidate(&dir, &dir_name, it, &names, &seeds);
                 (meta, problem, true)
             }
         };
@@ -248,12 +250,14 @@ fn unnamed(dir_name: &str, it: u32) -> CandidateMeta {
     }
 }
 
-/// Static checks of one staged candidate: metadata, name, manifest, entry.
+/// Static checks of one staged candidate: metadata, name, manifest, and what its `entry` and
+/// `prepare` name ([`entry_problem`]).
 fn check_candidate(
     dir: &Path,
     dir_name: &str,
     it: u32,
     names: &HashSet<String>,
+    seeds: &SeedWords,
 ) -> (CandidateMeta, Option<String>) {
     let mut meta = unnamed(dir_name, it);
     let meta_path = dir.join("candidate.toml");
@@ -285,37 +289,8 @@ fn check_candidate(
         Ok(h) => h,
         Err(e) => return (meta, Some(format!("its harness does not load: {e}"))),
     };
-    if let Some(problem) = entry_problem(&harness) {
+    if let Some(problem) = entry_problem(&harness, seeds) {
         return (meta, Some(problem));
     }
     (meta, None)
-}
-
-/// Whether the entry's program (and a script it names in the directory) exists.
-fn entry_problem(h: &Harness) -> Option<String> {
-    let argv = h.entry_argv();
-    let program = argv.first()?;
-    let on_path = |p: &str| {
-        std::env::var_os("PATH")
-            .map(|paths| std::env::split_paths(&paths).any(|d| d.join(p).is_file()))
-            .unwrap_or(false)
-    };
-    if program.contains('/') {
-        if !Path::new(program).exists() {
-            return Some(format!("its entry program `{program}` does not exist"));
-        }
-    } else if !on_path(program) {
-        return Some(format!("its entry program `{program}` is not on PATH"));
-    }
-    for arg in &h.manifest.entry[1..] {
-        let looks_like_script = [".py", ".sh", ".js", ".rb", ".pl"]
-            .iter()
-            .any(|ext| arg.ends_with(ext));
-        if looks_like_script && !arg.starts_with('-') && !h.dir.join(arg).exists() {
-            return Some(format!(
-                "its entry names `{arg}`, which is not in the candidate's directory"
-            ));
-        }
-    }
-    None
 }
