@@ -417,3 +417,89 @@ fn a_failing_scorer_program_names_its_own_stderr() {
         "{doc}"
     );
 }
+
+/// A harness that answers `"?"` whenever it does not know, to a `program` scorer that calls
+/// `float` on the answer: the scorer crashed on those tasks, they became `infra_error`
+/// (retried, never scored), and the harness's pass rate was 100% on the two tasks it knew
+/// instead of 50% on four. The scorer is now run once more on the task's expected answer;
+/// it scores that, so the crash was the answer's doing: the trial is a `bad_output` failure
+/// with outcome 0 and the cause. A scorer that fails on every answer stays the suite's fault
+/// (`eval_shows_the_pass_rate_with_unscored_trials_as_failures`).
+#[test]
+fn an_answer_that_crashes_the_scorer_counts_as_a_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(
+        dir,
+        "suite/suite.toml",
+        "name = \"numbers\"\n[scorer]\nkind = \"program\"\ncommand = [\"python3\", \"score.py\"]\n",
+    );
+    write(
+        dir,
+        "suite/score.py",
+        "import json, sys\nd = json.load(sys.stdin)\n\
+         print(1 if float(d['answer']) == float(d['expected']) else 0)\n",
+    );
+    let lines: String = (1..=4)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"v{i}\", \"split\": \"val\", \"input\": {{\"n\": {i}}}, \"expected\": {}}}\n",
+                2 * i
+            )
+        })
+        .collect();
+    write(dir, "suite/tasks.jsonl", &lines);
+    // Knows how to double 1 and 2; for anything else it answers what the scorer cannot read.
+    write(
+        dir,
+        "dodger/harness.toml",
+        "entry = [\"sh\", \"harness.sh\"]\n",
+    );
+    write(
+        dir,
+        "dodger/harness.sh",
+        "read -r line\ncase \"$line\" in\n  *'\"n\": 1'*|*'\"n\":1'*) echo 2 ;;\n  \
+         *'\"n\": 2'*|*'\"n\":2'*) echo 4 ;;\n  *) echo '\"?\"' ;;\nesac\n",
+    );
+    let out = eval(dir, "dodger", &["--no-progress", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["pass_rate"].as_f64(), doc["pass_rate_floor"].as_f64()),
+        (Some(0.5), Some(0.5)),
+        "{doc}"
+    );
+    let classes = doc["failures"].as_array().unwrap();
+    assert_eq!(classes.len(), 1, "{doc}");
+    assert_eq!(
+        (classes[0]["class"].as_str(), classes[0]["count"].as_u64()),
+        (Some("bad_output"), Some(2))
+    );
+    assert!(
+        classes[0]["first"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("its answer could not be scored (scoring program: exited with code 1"),
+        "{doc}"
+    );
+    let v3 = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "v3")
+        .unwrap_or_else(|| panic!("{doc}"));
+    let error = v3["details"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("ValueError: could not convert string to float")
+            && error.ends_with(
+                "it scores the task's expected answer, so this answer counts as a failure"
+            ),
+        "{error}"
+    );
+    assert_eq!(
+        doc["status_counts"]["infra_error"].as_u64(),
+        Some(0),
+        "{doc}"
+    );
+}

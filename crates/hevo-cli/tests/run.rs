@@ -414,7 +414,9 @@ printf 'name = "stall%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 /// A suite scored by a program that crashes on an answer that is not a string, and an agent
 /// whose candidate answers `null` on the tasks it would get wrong: those trials cannot be
 /// scored. They used to stop the search for good (`has no scored trial on task`, every
-/// rerun alike) and the candidate's score ignored them; now it fails those tasks.
+/// rerun alike) and the candidate's score ignored them; then the search counted such a task
+/// as failed after the fact. Now the trial itself is the harness's failure (the scorer
+/// scores the expected answer), with the cause, in the search as in `hevo eval`.
 #[test]
 fn a_candidate_whose_answers_crash_the_scorer_fails_those_tasks() {
     let tmp = tempfile::tempdir().unwrap();
@@ -449,8 +451,9 @@ printf 'name = "nulls%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
 "#;
     let (out, stderr) = run_with_agent(&dir, script, 1);
     assert!(
-        stderr.contains("`nulls1` has no scored trial on task")
-            && stderr.contains("counted as a failure"),
+        stderr.contains("bad_output")
+            && stderr.contains("its answer could not be scored")
+            && !stderr.contains("has no scored trial on task"),
         "{stderr}"
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `over_limit` | `harness_error` | stopped by one of its limits: memory, processes, disk |
 //! | `crash` | `harness_error` | non-zero exit or killed by a signal |
-//! | `bad_output` | `harness_error` | empty stdout, or a last line that is not JSON |
+//! | `bad_output` | `harness_error` | empty stdout, a last line that is not JSON, or an answer the scorer fails on (it scores the expected one) |
 //! | `timeout` | `timeout` | past the time limit |
 //! | `budget_exceeded` | `budget_exceeded` | a model call over a cap |
 //! | `model_error` | `infra_error` | the model backend failed (after the gateway's retries) |

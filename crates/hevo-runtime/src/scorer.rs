@@ -181,6 +181,17 @@ pub enum ScoreError {
     Cancelled,
 }
 
+/// Why [`Scorer::score_answer`] gave no score.
+#[derive(Debug)]
+pub enum Unscored {
+    /// The scorer failed on this answer (the cause) but scores the task's expected answer:
+    /// the answer's doing, or that of the files the harness left.
+    Answer(String),
+    /// The scorer could not score at all (the expected answer neither, or it could not be
+    /// run): the suite's fault.
+    Scorer(ScoreError),
+}
+
 /// Everything a scorer may look at for one trial.
 #[derive(Debug)]
 pub struct ScoreContext<'a> {
@@ -273,6 +284,67 @@ impl Scorer {
                 }
                 parse_score(&out.stdout_tail).map_err(ScoreError::Program)
             }
+        }
+    }
+}
+
+impl Scorer {
+    /// Scores one answer like [`Scorer::score`], telling an answer the scorer cannot score
+    /// from a scorer that cannot score.
+    ///
+    /// A `program` scorer that fails on the answer (exits non-zero, times out, prints no
+    /// score) is run once more on the task's expected answer, in an empty working directory,
+    /// its output discarded. If it scores that, the failure was the answer's (or the files
+    /// the harness left): [`Unscored::Answer`]. Otherwise the scorer is broken for this task:
+    /// [`Unscored::Scorer`]. Without the second run, a harness that answered what crashes the
+    /// scorer (`"?"` to a scorer calling `float`) whenever it did not know had those tasks
+    /// left unscored, out of its pass rate and its search estimate.
+    pub async fn score_answer(
+        &self,
+        launcher: &dyn Launcher,
+        ctx: ScoreContext<'_>,
+    ) -> Result<f64, Unscored> {
+        let (task, suite_dir, grace, output_cap, cancel) = (
+            ctx.task,
+            ctx.suite_dir,
+            ctx.grace,
+            ctx.output_cap,
+            ctx.cancel.clone(),
+        );
+        let why = match self.score(launcher, ctx).await {
+            Ok(score) => return Ok(score),
+            Err(ScoreError::Program(why))
+                if matches!(self.config, ScorerConfig::Program { .. }) =>
+            {
+                why
+            }
+            Err(e) => return Err(Unscored::Scorer(e)),
+        };
+        let broken = || Unscored::Scorer(ScoreError::Program(why.clone()));
+        let Ok(scratch) = tempfile::Builder::new()
+            .prefix("hevo-scorer-probe-")
+            .tempdir()
+        else {
+            return Err(broken());
+        };
+        let workdir = scratch.path().join("work");
+        if std::fs::create_dir(&workdir).is_err() {
+            return Err(broken());
+        }
+        let probe = ScoreContext {
+            answer: &task.expected,
+            task,
+            workdir: &workdir,
+            suite_dir,
+            trace_prefix: &scratch.path().join("probe"),
+            grace,
+            output_cap,
+            cancel,
+        };
+        match self.score(launcher, probe).await {
+            Ok(_) => Err(Unscored::Answer(why)),
+            Err(ScoreError::Cancelled) => Err(Unscored::Scorer(ScoreError::Cancelled)),
+            Err(_) => Err(broken()),
         }
     }
 }

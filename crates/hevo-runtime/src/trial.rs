@@ -19,7 +19,7 @@ use crate::launch::{base_env, with_suffix, Access, Exit, LaunchSpec, Launcher};
 
 use crate::harness::Harness;
 use crate::model_access::{ModelAccess, ModelEnv};
-use crate::scorer::{ScoreContext, Scorer};
+use crate::scorer::{ScoreContext, Scorer, Unscored};
 use crate::task::Task;
 use hevo_llm::TrialUsage;
 use sha2::{Digest, Sha256};
@@ -415,7 +415,7 @@ async fn run_trial_inner(
         output_cap: settings.output_cap,
         cancel: req.cancel.clone(),
     };
-    match scorer.score(launcher, ctx).await {
+    match scorer.score_answer(launcher, ctx).await {
         Ok(outcome) => {
             result.outcome = outcome;
             result.status = if outcome >= 1.0 {
@@ -424,7 +424,15 @@ async fn run_trial_inner(
                 TrialStatus::Fail
             };
         }
-        Err(e) => {
+        Err(Unscored::Answer(why)) => {
+            // Outcome 0, not retried: the harness's answer is what the scorer cannot read.
+            result.status = TrialStatus::HarnessError;
+            result.error = Some(format!(
+                "its answer could not be scored (scoring program: {why}); it scores the task's \
+                 expected answer, so this answer counts as a failure"
+            ));
+        }
+        Err(Unscored::Scorer(e)) => {
             result.status = TrialStatus::InfraError;
             result.error = Some(format!("scorer: {e}"));
         }

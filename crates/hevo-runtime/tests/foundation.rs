@@ -293,13 +293,18 @@ fn command_scorer_with_a_command_and_with_a_tests_folder() {
     assert!((r.pass_rate.value - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12);
 }
 
+/// A `program` scorer's partial credit is the outcome; a scorer that fails on a task
+/// whatever the answer is the suite's fault (`infra_error`, retried, not scored), and one
+/// that fails only on the harness's answer (it scores the expected one) makes the trial the
+/// harness's failure (`harness_error`, outcome 0, not retried).
 #[test]
-fn program_scorer_gives_partial_credit_and_its_failures_are_infra_errors() {
+fn program_scorer_gives_partial_credit_and_its_failures_are_told_apart() {
     let f = Fixture::new();
     let h = f.harness("");
     f.write(
         "suite/score.py",
-        "import json,sys\np=json.load(sys.stdin)\nif p['answer']=='boom': sys.exit(1)\n\
+        "import json,os,sys\np=json.load(sys.stdin)\n\
+         if os.environ['HEVO_TASK_ID']=='broken' or p['answer']=='boom': sys.exit(1)\n\
          print('debug line')\nprint(json.dumps({'score': len(set(p['answer'])&set(p['expected']))/len(p['expected'])}))\n",
     );
     let s = f.suite(
@@ -317,6 +322,11 @@ fn program_scorer_gives_partial_credit_and_its_failures_are_infra_errors() {
             ),
             task(
                 "broken",
+                json!({"mode": "echo", "answer": ["a"]}),
+                json!(["a"]),
+            ),
+            task(
+                "dodge",
                 json!({"mode": "echo", "answer": "boom"}),
                 json!(["a"]),
             ),
@@ -328,14 +338,14 @@ fn program_scorer_gives_partial_credit_and_its_failures_are_infra_errors() {
     let half = r.tasks.iter().find(|t| t.id == "half").unwrap();
     assert_eq!(half.outcome, Some(0.5));
     assert_eq!(status_of(&r, "full"), "pass");
-    // A broken scorer is our fault: retried, recorded as infra_error, not scored.
     assert_eq!(status_of(&r, "broken"), "infra_error");
-    assert_eq!(r.tasks_scored, 2);
-    assert!((r.pass_rate.value - 0.75).abs() < 1e-12);
+    assert_eq!(status_of(&r, "dodge"), "harness_error");
+    assert_eq!(r.tasks_scored, 3);
+    assert!((r.pass_rate.value - 0.5).abs() < 1e-12);
     let store = Store::open(&r.run_dir.join("hevo.db")).unwrap();
     let rows = store.trials_of(r.candidate_id).unwrap();
-    let broken = rows.iter().find(|t| t.task_id == "broken").unwrap();
-    assert_eq!(broken.attempts, 2);
+    let attempts = |id: &str| rows.iter().find(|t| t.task_id == id).unwrap().attempts;
+    assert_eq!((attempts("broken"), attempts("dodge")), (2, 1));
 }
 
 /// Fails the first `failures` launches as if the spawn failed, then runs normally.
