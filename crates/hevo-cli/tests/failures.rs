@@ -503,3 +503,61 @@ fn an_answer_that_crashes_the_scorer_counts_as_a_failure() {
         "{doc}"
     );
 }
+
+/// A judge that fails once in a while (an API timing out) is not the harness's doing: a
+/// `program` scorer that fails on an answer, then scores the expected answer, is run on the
+/// answer once more before the harness is blamed. This scorer fails the first time it sees
+/// each task and scores every later run (a marker file outside the suite, so unsandboxed).
+#[test]
+fn a_scorer_that_fails_once_does_not_blame_the_harness() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let marks = dir.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    write(
+        dir,
+        "suite/suite.toml",
+        "name = \"flaky\"\n[scorer]\nkind = \"program\"\ncommand = [\"python3\", \"score.py\"]\n",
+    );
+    write(
+        dir,
+        "suite/score.py",
+        &format!(
+            "import json, os, sys\nd = json.load(sys.stdin)\n\
+             m = os.path.join({marks:?}, os.environ['HEVO_TASK_ID'])\n\
+             if not os.path.exists(m):\n    open(m, 'w').close()\n    sys.exit('judge timed out')\n\
+             print(1 if d['answer'] == d['expected'] else 0)\n",
+            marks = marks.display().to_string()
+        ),
+    );
+    let lines: String = (1..=3)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"v{i}\", \"split\": \"val\", \"input\": {{}}, \"expected\": \"ok\"}}\n"
+            )
+        })
+        .collect();
+    write(dir, "suite/tasks.jsonl", &lines);
+    write(dir, "ok/harness.toml", "entry = [\"sh\", \"harness.sh\"]\n");
+    write(dir, "ok/harness.sh", "cat > /dev/null\necho '\"ok\"'\n");
+    let out = hevo(dir)
+        .args([
+            "eval",
+            "ok",
+            "--suite",
+            "suite",
+            "--no-model",
+            "--no-progress",
+            "--json",
+        ])
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["pass_rate"].as_f64(), Some(1.0), "{doc}");
+    assert_eq!(doc["status_counts"]["pass"].as_u64(), Some(3), "{doc}");
+    // Every task's scorer did fail once: the test is not vacuous.
+    assert_eq!(std::fs::read_dir(&marks).unwrap().count(), 3);
+}

@@ -213,6 +213,16 @@ pub struct ScoreContext<'a> {
     pub cancel: Cancel,
 }
 
+impl ScoreContext<'_> {
+    /// The same context once more, for another run of the scorer.
+    fn again(&self) -> Self {
+        ScoreContext {
+            cancel: self.cancel.clone(),
+            ..*self
+        }
+    }
+}
+
 /// A ready-to-use scorer.
 #[derive(Clone, Debug)]
 pub struct Scorer {
@@ -293,25 +303,20 @@ impl Scorer {
     /// from a scorer that cannot score.
     ///
     /// A `program` scorer that fails on the answer (exits non-zero, times out, prints no
-    /// score) is run once more on the task's expected answer, in an empty working directory,
-    /// its output discarded. If it scores that, the failure was the answer's (or the files
-    /// the harness left): [`Unscored::Answer`]. Otherwise the scorer is broken for this task:
-    /// [`Unscored::Scorer`]. Without the second run, a harness that answered what crashes the
-    /// scorer (`"?"` to a scorer calling `float`) whenever it did not know had those tasks
-    /// left unscored, out of its pass rate and its search estimate.
+    /// score) is run on the task's expected answer, in an empty working directory, its output
+    /// discarded. If it fails there too, the scorer is broken for this task:
+    /// [`Unscored::Scorer`]. If it scores that, it is run on the answer once more (so one
+    /// passing failure, a judge's API timing out, is not blamed on the harness): a score is
+    /// the outcome, a second failure is the answer's (or the files the harness left):
+    /// [`Unscored::Answer`]. Without this, a harness that answered what crashes the scorer
+    /// (`"?"` to a scorer calling `float`) whenever it did not know had those tasks left
+    /// unscored, out of its pass rate and its search estimate.
     pub async fn score_answer(
         &self,
         launcher: &dyn Launcher,
         ctx: ScoreContext<'_>,
     ) -> Result<f64, Unscored> {
-        let (task, suite_dir, grace, output_cap, cancel) = (
-            ctx.task,
-            ctx.suite_dir,
-            ctx.grace,
-            ctx.output_cap,
-            ctx.cancel.clone(),
-        );
-        let why = match self.score(launcher, ctx).await {
+        let first = match self.score(launcher, ctx.again()).await {
             Ok(score) => return Ok(score),
             Err(ScoreError::Program(why))
                 if matches!(self.config, ScorerConfig::Program { .. }) =>
@@ -320,7 +325,7 @@ impl Scorer {
             }
             Err(e) => return Err(Unscored::Scorer(e)),
         };
-        let broken = || Unscored::Scorer(ScoreError::Program(why.clone()));
+        let broken = || Unscored::Scorer(ScoreError::Program(first.clone()));
         let Ok(scratch) = tempfile::Builder::new()
             .prefix("hevo-scorer-probe-")
             .tempdir()
@@ -332,19 +337,20 @@ impl Scorer {
             return Err(broken());
         }
         let probe = ScoreContext {
-            answer: &task.expected,
-            task,
+            answer: &ctx.task.expected,
             workdir: &workdir,
-            suite_dir,
             trace_prefix: &scratch.path().join("probe"),
-            grace,
-            output_cap,
-            cancel,
+            ..ctx.again()
         };
         match self.score(launcher, probe).await {
-            Ok(_) => Err(Unscored::Answer(why)),
-            Err(ScoreError::Cancelled) => Err(Unscored::Scorer(ScoreError::Cancelled)),
-            Err(_) => Err(broken()),
+            Ok(_) => {}
+            Err(ScoreError::Cancelled) => return Err(Unscored::Scorer(ScoreError::Cancelled)),
+            Err(_) => return Err(broken()),
+        }
+        match self.score(launcher, ctx).await {
+            Ok(score) => Ok(score),
+            Err(ScoreError::Program(why)) => Err(Unscored::Answer(why)),
+            Err(e) => Err(Unscored::Scorer(e)),
         }
     }
 }
