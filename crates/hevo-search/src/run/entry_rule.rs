@@ -86,9 +86,16 @@ fn program_problem(key: &str, program: &str, h: &Harness, seeds: &SeedWords) -> 
             .then(|| format!("its `{key}` program `{program}` does not exist"));
     }
     if !program.contains('/') {
+        // A bare name runs the file of that name in the folder if there is one (as
+        // `resolve_argv` makes it), else the one on PATH.
         let on_path = std::env::var_os("PATH")
             .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()));
-        return (!on_path).then(|| format!("its `{key}` program `{program}` is not on PATH"));
+        let found = h.dir.join(program).is_file() || on_path;
+        return (!found).then(|| {
+            format!(
+                "its `{key}` program `{program}` is neither in the candidate's folder nor on PATH"
+            )
+        });
     }
     if !stays_inside(program) || Path::new(program).is_absolute() {
         let mut advice = String::from(
@@ -255,6 +262,7 @@ mod tests {
             "entry = [\"python3\", \"harness.py\"]".to_string(),
             "entry = [\"bin/run\", \"./harness.py\", \"-c\", \"print('a/../b')\"]".to_string(),
             "entry = [\"./bin/run\", \"bin/../harness.py\"]".to_string(),
+            "entry = [\"harness.py\"]".to_string(),
             format!("entry = [\"{tool}\", \"harness.py\"]"),
             format!("entry = [\"python3\", \"harness.py\"]\nprepare = [\"{tool}\", \"--x\"]"),
         ] {
@@ -279,7 +287,8 @@ mod tests {
         let cases = [
             (
                 "entry = [\"no-such-program-hevo\"]",
-                "its `entry` program `no-such-program-hevo` is not on PATH",
+                "its `entry` program `no-such-program-hevo` is neither in the candidate's folder \
+                 nor on PATH",
             ),
             (
                 "entry = [\"bin/nope\"]",
