@@ -1031,6 +1031,41 @@ done
     );
 }
 
+/// The seeds measure with a 2 s time limit; a proposer's candidate sets `timeout_s = 600`
+/// and takes 3 s a task. It was taken, passed every task a seed would have timed out on,
+/// and became the pick by being slow (and a candidate asking for 7 days while it hung held
+/// its job slot as long). A proposed candidate may not give itself more time than the seeds.
+#[test]
+fn a_proposed_candidate_cannot_give_itself_more_time_than_the_seeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let seed_toml = dir.join("seed/harness.toml");
+    let text = std::fs::read_to_string(&seed_toml).unwrap();
+    std::fs::write(
+        &seed_toml,
+        text.replace("entry =", "timeout_s = 2\nentry ="),
+    )
+    .unwrap();
+    let script = r#"#!/bin/sh
+c=pending/patient
+cp -r candidates/*-seed/code "$c"
+sed -i -e 's/^timeout_s = 2/timeout_s = 600/' -e 's/default = 2/default = 6/' "$c/harness.toml"
+{ echo 'sleep 3'; cat candidates/*-seed/code/harness.sh; } > "$c/harness.sh"
+printf 'name = "patient"\nparent = "seed"\n' > "$c/candidate.toml"
+"#;
+    let (out, stderr) = run_with_agent(&dir, script, 1);
+    assert!(
+        stderr.contains(
+            "rejected `patient`: its `timeout_s = 600` is longer than the seeds' 2 s: a proposed \
+             harness may not give itself more time than the run's seeds; set `timeout_s` to at \
+             most 2"
+        ),
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["pick"]["name"], "seed", "{doc}");
+}
+
 /// A proposer asked for 2 candidates that writes 4 gets 2 read and evaluated; the rest are
 /// rejected unread (before: all were copied, smoke-tested and evaluated, so an agent could
 /// multiply the run's spend, and its copies multiplied its disk use).

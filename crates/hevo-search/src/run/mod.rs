@@ -20,9 +20,9 @@
 //! one train task). Test evaluation is `finalize`'s job, outside the archive.
 
 mod candidates;
-mod entry_rule;
 mod finish;
 mod history;
+mod manifest_rule;
 mod oracle;
 mod pending;
 mod record;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use hevo_runtime::harness::Harness;
 use hevo_runtime::printable::{one_line, printable};
 
-use super::entry_rule::{entry_problem, SeedWords};
+use super::manifest_rule::{manifest_problem, Seeds};
 use super::{io_err, SearchError};
 use hevo_runtime::untrusted::{self, Unsafe};
 
@@ -162,7 +162,7 @@ pub(super) fn validate_pending(
     log: &mut dyn FnMut(&str),
 ) -> Result<(Accepted, Rejected), SearchError> {
     let mut names: HashSet<String> = known.iter().map(|c| c.meta.name.clone()).collect();
-    let seeds = SeedWords::of(known);
+    let seeds = Seeds::of(known);
     let mut accepted = Vec::new();
     let mut rejected = Vec::new();
     let rejected_root = archive.root().join("rejected");
@@ -250,14 +250,14 @@ fn unnamed(dir_name: &str, it: u32) -> CandidateMeta {
     }
 }
 
-/// Static checks of one staged candidate: metadata, name, manifest, and what its `entry` and
-/// `prepare` name ([`entry_problem`]).
+/// Static checks of one staged candidate: metadata, name, manifest, and what its manifest
+/// asks for ([`manifest_problem`]).
 fn check_candidate(
     dir: &Path,
     dir_name: &str,
     it: u32,
     names: &HashSet<String>,
-    seeds: &SeedWords,
+    seeds: &Seeds,
 ) -> (CandidateMeta, Option<String>) {
     let mut meta = unnamed(dir_name, it);
     let meta_path = dir.join("candidate.toml");
@@ -289,7 +289,7 @@ fn check_candidate(
         Ok(h) => h,
         Err(e) => return (meta, Some(format!("its harness does not load: {e}"))),
     };
-    if let Some(problem) = entry_problem(&harness, seeds) {
+    if let Some(problem) = manifest_problem(&harness, seeds) {
         return (meta, Some(problem));
     }
     (meta, None)

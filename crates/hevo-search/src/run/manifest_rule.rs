@@ -1,6 +1,12 @@
-//! What a proposed candidate's `entry` and `prepare` may name.
+//! What a proposed candidate's `harness.toml` may ask for: the programs it runs and its
+//! time limit.
 //!
-//! A proposed harness runs a program found on `PATH` (`python3`), one in its own folder, or
+//! **Its time limit** (`timeout_s`, else 120 s) is at most the seeds' longest. The limit is
+//! the run's measuring rule, which the user set in the seeds: a candidate that gave itself
+//! more time would pass tasks a seed times out on by being slow, and one asking for 7 days
+//! while it hangs would hold a job slot, and the search, as long.
+//!
+//! **Its programs.** A proposed harness runs a program found on `PATH` (`python3`), one in its own folder, or
 //! one a seed's manifest names as written (the user's choice, such as `/opt/venv/bin/python`);
 //! its script arguments lie in its own folder, and no path argument climbs out of it with
 //! `..`. Anything else is refused by how it is written, never by looking at the host, for two
@@ -15,41 +21,56 @@
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path};
+use std::time::Duration;
 
+use hevo_runtime::eval::DEFAULT_TIMEOUT;
 use hevo_runtime::harness::{Harness, Manifest};
+use hevo_runtime::limits::seconds;
 
 use crate::archive::Candidate;
 
-/// The words (programs and arguments, as written) the seeds' `entry` and `prepare` use: what
-/// a proposed candidate may name outside its own folder.
-#[derive(Clone, Debug, Default)]
-pub(super) struct SeedWords(BTreeSet<String>);
+/// What the seeds allow a proposed candidate: the words (programs and arguments, as
+/// written) of their `entry` and `prepare`, which it may name outside its own folder, and
+/// their longest time limit.
+#[derive(Clone, Debug)]
+pub(super) struct Seeds {
+    words: BTreeSet<String>,
+    timeout: Duration,
+}
 
-impl SeedWords {
-    /// The words of the seeds (iteration 0) among `known`; a seed whose manifest cannot be
-    /// read adds none.
+impl Seeds {
+    /// What the seeds (iteration 0) among `known` allow; a seed whose manifest cannot be
+    /// read adds no word and the default time limit.
     pub(super) fn of(known: &[Candidate]) -> Self {
-        let mut words = BTreeSet::new();
+        let mut seeds = Seeds {
+            words: BTreeSet::new(),
+            timeout: Duration::ZERO,
+        };
         for c in known.iter().filter(|c| c.meta.iteration == 0) {
             let path = c.code().join("harness.toml");
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
-            let Ok(m) = Manifest::parse(&text, &path) else {
-                continue;
-            };
-            words.extend(m.entry.iter().chain(m.prepare.iter().flatten()).cloned());
+            let manifest = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| Manifest::parse(&text, &path).ok());
+            let timeout = manifest.as_ref().map_or(DEFAULT_TIMEOUT, time_limit);
+            seeds.timeout = seeds.timeout.max(timeout);
+            if let Some(m) = manifest {
+                let words = m.entry.iter().chain(m.prepare.iter().flatten()).cloned();
+                seeds.words.extend(words);
+            }
         }
-        Self(words)
+        if seeds.timeout.is_zero() {
+            seeds.timeout = DEFAULT_TIMEOUT;
+        }
+        seeds
     }
 
     fn contains(&self, word: &str) -> bool {
-        self.0.contains(word)
+        self.words.contains(word)
     }
 
     /// The seeds' programs with a `/` in them, for a rejection's advice.
     fn programs(&self) -> Vec<&str> {
-        self.0
+        self.words
             .iter()
             .map(String::as_str)
             .filter(|w| w.contains('/'))
@@ -57,9 +78,38 @@ impl SeedWords {
     }
 }
 
-/// Why the proposed harness `h` may not run as written (the module's rule), or a program or
-/// script it names in its own folder or on `PATH` is missing.
-pub(super) fn entry_problem(h: &Harness, seeds: &SeedWords) -> Option<String> {
+/// The per-trial time limit a manifest asks for: its `timeout_s`, else the default (what
+/// the evaluator applies when no `--timeout` overrides it).
+fn time_limit(m: &Manifest) -> Duration {
+    m.timeout_s.and_then(seconds).unwrap_or(DEFAULT_TIMEOUT)
+}
+
+/// Why the proposed harness `h` may not run as its manifest says (the module's rules), or a
+/// program or script it names in its own folder or on `PATH` is missing.
+pub(super) fn manifest_problem(h: &Harness, seeds: &Seeds) -> Option<String> {
+    entry_problem(h, seeds).or_else(|| timeout_problem(&h.manifest, seeds))
+}
+
+fn timeout_problem(m: &Manifest, seeds: &Seeds) -> Option<String> {
+    let asked = time_limit(m);
+    if asked <= seeds.timeout {
+        return None;
+    }
+    let most = seeds.timeout.as_secs_f64();
+    let what = match m.timeout_s {
+        Some(t) => format!("`timeout_s = {t}`"),
+        None => format!(
+            "time limit ({} s, the default, as it sets no `timeout_s`)",
+            asked.as_secs_f64()
+        ),
+    };
+    Some(format!(
+        "its {what} is longer than the seeds' {most} s: a proposed harness may not give \
+         itself more time than the run's seeds; set `timeout_s` to at most {most}"
+    ))
+}
+
+fn entry_problem(h: &Harness, seeds: &Seeds) -> Option<String> {
     let commands = std::iter::once(("entry", &h.manifest.entry))
         .chain(h.manifest.prepare.as_ref().map(|p| ("prepare", p)));
     for (key, argv) in commands {
@@ -78,7 +128,7 @@ pub(super) fn entry_problem(h: &Harness, seeds: &SeedWords) -> Option<String> {
     None
 }
 
-fn program_problem(key: &str, program: &str, h: &Harness, seeds: &SeedWords) -> Option<String> {
+fn program_problem(key: &str, program: &str, h: &Harness, seeds: &Seeds) -> Option<String> {
     if seeds.contains(program) {
         // The user's own program: whether it exists tells the proposer nothing new.
         let resolved = hevo_runtime::harness::resolve_argv(&[program.to_owned()], &h.dir);
@@ -117,7 +167,7 @@ fn program_problem(key: &str, program: &str, h: &Harness, seeds: &SeedWords) -> 
         .then(|| format!("its `{key}` program `{program}` is not in the candidate's folder"))
 }
 
-fn argument_problem(key: &str, arg: &str, h: &Harness, seeds: &SeedWords) -> Option<String> {
+fn argument_problem(key: &str, arg: &str, h: &Harness, seeds: &Seeds) -> Option<String> {
     if arg.is_empty() || arg.starts_with('-') || seeds.contains(arg) {
         return None;
     }
@@ -179,8 +229,11 @@ mod tests {
         Harness::load(dir).unwrap()
     }
 
-    fn seeds(words: &[&str]) -> SeedWords {
-        SeedWords(words.iter().map(|w| w.to_string()).collect())
+    fn seeds(words: &[&str]) -> Seeds {
+        Seeds {
+            words: words.iter().map(|w| w.to_string()).collect(),
+            timeout: DEFAULT_TIMEOUT,
+        }
     }
 
     /// A host folder outside the candidate with an executable and a script in it.
@@ -235,8 +288,8 @@ mod tests {
             ),
         ];
         for (exists, absent) in pairs {
-            let a = entry_problem(&harness(&dir, &exists), &seeds(&[]));
-            let b = entry_problem(&harness(&dir, &absent), &seeds(&[]));
+            let a = manifest_problem(&harness(&dir, &exists), &seeds(&[]));
+            let b = manifest_problem(&harness(&dir, &absent), &seeds(&[]));
             let (Some(a), Some(b)) = (a, b) else {
                 panic!("both must be refused: {exists} / {absent}");
             };
@@ -266,12 +319,12 @@ mod tests {
             format!("entry = [\"{tool}\", \"harness.py\"]"),
             format!("entry = [\"python3\", \"harness.py\"]\nprepare = [\"{tool}\", \"--x\"]"),
         ] {
-            let got = entry_problem(&harness(&dir, &toml), &seeds(&[&tool, "python3"]));
+            let got = manifest_problem(&harness(&dir, &toml), &seeds(&[&tool, "python3"]));
             assert_eq!(got, None, "{toml}");
         }
         // The same program, which no seed runs, is refused, naming what may run.
         let toml = format!("entry = [\"{tool}\", \"harness.py\"]");
-        let got = entry_problem(&harness(&dir, &toml), &seeds(&["/opt/venv/bin/python"]));
+        let got = manifest_problem(&harness(&dir, &toml), &seeds(&["/opt/venv/bin/python"]));
         let got = got.expect("refused");
         assert!(
             got.contains("outside the candidate's folder")
@@ -300,7 +353,7 @@ mod tests {
             ),
         ];
         for (toml, want) in cases {
-            let got = entry_problem(&harness(&dir, toml), &seeds(&[]));
+            let got = manifest_problem(&harness(&dir, toml), &seeds(&[]));
             assert_eq!(got.as_deref(), Some(want), "{toml}");
         }
     }
@@ -313,5 +366,79 @@ mod tests {
         for p in ["..", "../a", "a/../../b", "./../a"] {
             assert!(!stays_inside(p), "{p}");
         }
+    }
+
+    #[test]
+    fn a_time_limit_longer_than_the_seeds_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cand");
+        let mut five = seeds(&[]);
+        five.timeout = Duration::from_secs(5);
+        let entry = "entry = [\"python3\", \"harness.py\"]\n";
+        for (toml, want) in [
+            (format!("{entry}timeout_s = 5"), None),
+            (format!("{entry}timeout_s = 0.5"), None),
+            (
+                format!("{entry}timeout_s = 3600"),
+                Some(
+                    "its `timeout_s = 3600` is longer than the seeds' 5 s: a proposed harness \
+                     may not give itself more time than the run's seeds; set `timeout_s` to at \
+                     most 5",
+                ),
+            ),
+            (
+                entry.to_string(),
+                Some(
+                    "its time limit (120 s, the default, as it sets no `timeout_s`) is longer \
+                     than the seeds' 5 s: a proposed harness may not give itself more time \
+                     than the run's seeds; set `timeout_s` to at most 5",
+                ),
+            ),
+        ] {
+            let got = manifest_problem(&harness(&dir, &toml), &five);
+            assert_eq!(got.as_deref(), want, "{toml}");
+        }
+        // Seeds that set none allow the default, not more.
+        let got = manifest_problem(
+            &harness(&dir, &format!("{entry}timeout_s = 121")),
+            &seeds(&[]),
+        );
+        assert!(got.is_some_and(|g| g.contains("longer than the seeds' 120 s")));
+    }
+
+    #[test]
+    fn the_seeds_allow_their_longest_time_limit_and_their_words() {
+        let tmp = tempfile::tempdir().unwrap();
+        let seed = |name: &str, toml: &str, iteration: u32| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(dir.join("code")).unwrap();
+            std::fs::write(dir.join("code/harness.toml"), toml).unwrap();
+            Candidate {
+                seq: 0,
+                meta: crate::archive::CandidateMeta {
+                    name: name.into(),
+                    parent: None,
+                    iteration,
+                    hypothesis: String::new(),
+                    axis: String::new(),
+                    components: Vec::new(),
+                },
+                dir,
+            }
+        };
+        let known = [
+            seed(
+                "a",
+                "entry = [\"/opt/venv/bin/python\", \"a.py\"]\ntimeout_s = 30\n",
+                0,
+            ),
+            seed("b", "entry = [\"sh\", \"b.sh\"]\ntimeout_s = 300\n", 0),
+            // A proposed candidate's manifest allows nothing.
+            seed("c", "entry = [\"/srv/x/bin/y\"]\ntimeout_s = 9000\n", 1),
+        ];
+        let s = Seeds::of(&known);
+        assert_eq!(s.timeout, Duration::from_secs(300));
+        assert_eq!(s.programs(), ["/opt/venv/bin/python"]);
+        assert!(s.contains("b.sh") && !s.contains("/srv/x/bin/y"));
     }
 }
