@@ -101,6 +101,31 @@ fn regex_like_hash(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// The suite `name` of `n` val tasks (`v1`, `v2`, ...) each expecting `"ok"`, scored by the
+/// program `command` (`sh score.sh`, `python3 score.py`) whose file holds `score`, and the
+/// harness `ok` that answers `"ok"`.
+fn ok_suite(dir: &Path, name: &str, n: usize, command: &str, score: &str) {
+    let (program, file) = command.split_once(' ').expect("a program and its file");
+    write(
+        dir,
+        "suite/suite.toml",
+        &format!(
+            "name = \"{name}\"\n[scorer]\nkind = \"program\"\ncommand = [\"{program}\", \"{file}\"]\n"
+        ),
+    );
+    write(dir, &format!("suite/{file}"), score);
+    let lines: String = (1..=n)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"v{i}\", \"split\": \"val\", \"input\": {{}}, \"expected\": \"ok\"}}\n"
+            )
+        })
+        .collect();
+    write(dir, "suite/tasks.jsonl", &lines);
+    write(dir, "ok/harness.toml", "entry = [\"sh\", \"harness.sh\"]\n");
+    write(dir, "ok/harness.sh", "cat > /dev/null\necho '\"ok\"'\n");
+}
+
 fn eval(dir: &Path, harness: &str, extra: &[&str]) -> Output {
     hevo(dir)
         .args([
@@ -297,27 +322,14 @@ fn status_of_a_moved_run_reads_its_failures_from_where_the_run_is_now() {
 fn eval_shows_the_pass_rate_with_unscored_trials_as_failures() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write(
-        dir,
-        "suite/suite.toml",
-        "name = \"unscorable\"\n[scorer]\nkind = \"program\"\ncommand = [\"sh\", \"score.sh\"]\n",
-    );
     // The scorer fails on v2 whatever the answer: a fault of the suite, not of the harness.
-    write(
+    ok_suite(
         dir,
-        "suite/score.sh",
+        "unscorable",
+        4,
+        "sh score.sh",
         "cat > /dev/null\n[ \"$HEVO_TASK_ID\" = v2 ] && exit 9\necho 1\n",
     );
-    let lines: String = (1..=4)
-        .map(|i| {
-            format!(
-                "{{\"id\": \"v{i}\", \"split\": \"val\", \"input\": {{}}, \"expected\": \"ok\"}}\n"
-            )
-        })
-        .collect();
-    write(dir, "suite/tasks.jsonl", &lines);
-    write(dir, "ok/harness.toml", "entry = [\"sh\", \"harness.sh\"]\n");
-    write(dir, "ok/harness.sh", "cat > /dev/null\necho '\"ok\"'\n");
     let out = eval(dir, "ok", &["--no-progress"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -514,14 +526,11 @@ fn a_scorer_that_fails_once_does_not_blame_the_harness() {
     let dir = tmp.path();
     let marks = dir.join("marks");
     std::fs::create_dir_all(&marks).unwrap();
-    write(
+    ok_suite(
         dir,
-        "suite/suite.toml",
-        "name = \"flaky\"\n[scorer]\nkind = \"program\"\ncommand = [\"python3\", \"score.py\"]\n",
-    );
-    write(
-        dir,
-        "suite/score.py",
+        "flaky",
+        3,
+        "python3 score.py",
         &format!(
             "import json, os, sys\nd = json.load(sys.stdin)\n\
              m = os.path.join({marks:?}, os.environ['HEVO_TASK_ID'])\n\
@@ -530,16 +539,6 @@ fn a_scorer_that_fails_once_does_not_blame_the_harness() {
             marks = marks.display().to_string()
         ),
     );
-    let lines: String = (1..=3)
-        .map(|i| {
-            format!(
-                "{{\"id\": \"v{i}\", \"split\": \"val\", \"input\": {{}}, \"expected\": \"ok\"}}\n"
-            )
-        })
-        .collect();
-    write(dir, "suite/tasks.jsonl", &lines);
-    write(dir, "ok/harness.toml", "entry = [\"sh\", \"harness.sh\"]\n");
-    write(dir, "ok/harness.sh", "cat > /dev/null\necho '\"ok\"'\n");
     let out = hevo(dir)
         .args([
             "eval",

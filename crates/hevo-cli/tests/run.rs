@@ -372,6 +372,31 @@ fn run_with_agent(dir: &Path, script: &str, iterations: u32) -> (std::process::O
     (out, stderr)
 }
 
+/// `hevo run --json` of the search in `dir` for one iteration with the agent proposer
+/// `agent` (an executable script, given the prompt), sandboxed (`HEVO_SANDBOX=require`:
+/// these tests are about containment); asserts it finished and returns its output and
+/// stderr.
+fn run_with_sandboxed_agent(dir: &Path, agent: &Path) -> (std::process::Output, String) {
+    std::fs::set_permissions(agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = std::fs::read_to_string(dir.join("hevo.toml"))
+        .unwrap()
+        .replace("iterations = 5", "iterations = 1")
+        + &format!(
+            "\n[proposer]\nkind = \"agent\"\ncommand = [\"{}\", \"{{prompt}}\"]\n",
+            agent.display()
+        );
+    std::fs::write(dir.join("hevo.toml"), config).unwrap();
+    let out = hevo()
+        .args(["run", "--json", "--jobs", "2"])
+        .arg(dir)
+        .env("HEVO_SANDBOX", "require")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (out, stderr)
+}
+
 /// An agent proposes a candidate whose `prepare` passes the smoke check and fails in the
 /// real evaluation (it tells them apart by its folder), the trick the non-root audit used
 /// to stop a search for good: every run ended `evaluating ...: prepare ... failed`. The
@@ -897,23 +922,7 @@ printf 'name = "six%s"\nparent = "seed"\n' "$n" > "$c/candidate.toml"
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("iterations = 5", "iterations = 1")
-        + &format!(
-            "\n[proposer]\nkind = \"agent\"\ncommand = [\"{}\", \"{{prompt}}\"]\n",
-            agent.display()
-        );
-    std::fs::write(dir.join("hevo.toml"), config).unwrap();
-    let out = hevo()
-        .args(["run", "--json", "--jobs", "2"])
-        .arg(&dir)
-        .env("HEVO_SANDBOX", "require")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (out, stderr) = run_with_sandboxed_agent(&dir, &agent);
     let seen = std::fs::read_to_string(dir.join("runs/threshold/proposer/home/seen.txt"))
         .unwrap_or_else(|e| panic!("the agent did not run ({e}): {stderr}"));
     assert!(
@@ -973,23 +982,7 @@ done
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let config = std::fs::read_to_string(dir.join("hevo.toml"))
-        .unwrap()
-        .replace("iterations = 5", "iterations = 1")
-        + &format!(
-            "\n[proposer]\nkind = \"agent\"\ncommand = [\"{}\", \"{{prompt}}\"]\n",
-            agent.display()
-        );
-    std::fs::write(dir.join("hevo.toml"), config).unwrap();
-    let out = hevo()
-        .args(["run", "--json", "--jobs", "2"])
-        .arg(&dir)
-        .env("HEVO_SANDBOX", "require")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (_, stderr) = run_with_sandboxed_agent(&dir, &agent);
     let run = dir.join("runs/threshold");
     let summary = std::fs::read_to_string(run.join("archive/summary.jsonl")).unwrap();
     let outcome = |name: &str| -> String {
