@@ -1057,6 +1057,12 @@ printf 'name = "patient"\nparent = "seed"\n' > "$c/candidate.toml"
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["pick"]["name"], "seed", "{doc}");
+    // The proposer was told the limit beforehand.
+    let skill = std::fs::read_to_string(dir.join("runs/threshold/archive/SKILL.md")).unwrap();
+    assert!(
+        skill.contains("must be at most 2 s (the seeds')"),
+        "{skill}"
+    );
 }
 
 /// A proposer asked for 2 candidates that writes 4 gets 2 read and evaluated; the rest are

@@ -112,6 +112,9 @@ pub struct SkillContext {
     pub iteration: u32,
     /// The harness manifest format, for reference.
     pub manifest_example: String,
+    /// The longest time limit a candidate may set (`timeout_s`, in seconds as written, `20`
+    /// or `0.5`): the seeds' longest.
+    pub max_timeout_s: String,
 }
 
 /// The archive of one run.
@@ -434,6 +437,7 @@ mod tests {
             k: 3,
             iteration: 4,
             manifest_example: "entry = [\"python3\", \"harness.py\"]".into(),
+            max_timeout_s: "20".into(),
         })
         .unwrap();
         for needle in [
@@ -443,6 +447,7 @@ mod tests {
             "dataset names",
             "summary.jsonl",
             "no symbolic link",
+            "must be at most 20 s",
             "test",
         ] {
             assert!(text.contains(needle), "SKILL.md lacks {needle:?}:\n{text}");

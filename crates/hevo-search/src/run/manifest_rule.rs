@@ -64,6 +64,11 @@ impl Seeds {
         seeds
     }
 
+    /// The longest time limit a proposed candidate may set.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     fn contains(&self, word: &str) -> bool {
         self.words.contains(word)
     }
