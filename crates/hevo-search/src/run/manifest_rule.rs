@@ -6,11 +6,11 @@
 //! more time would pass tasks a seed times out on by being slow, and one asking for 7 days
 //! while it hangs would hold a job slot, and the search, as long.
 //!
-//! **Its programs.** A proposed harness runs a program found on `PATH` (`python3`), one in its own folder, or
-//! one a seed's manifest names as written (the user's choice, such as `/opt/venv/bin/python`);
-//! its script arguments lie in its own folder, and no path argument climbs out of it with
-//! `..`. Anything else is refused by how it is written, never by looking at the host, for two
-//! reasons:
+//! **Its programs.** A proposed harness runs a program found on `PATH` (`python3`), one in
+//! its own folder, or one a seed's manifest names as written (the user's choice, such as
+//! `/opt/venv/bin/python`); its script arguments lie in its own folder, and no path argument
+//! climbs out of it with `..`. Anything else is refused by how it is written, never by
+//! looking at the host, for two reasons:
 //!
 //! - a reason that depended on whether a host path exists would tell the proposer so (it
 //!   reads its rejections in `summary.jsonl`), and `resolve_argv` makes an argument absolute
@@ -41,12 +41,12 @@ pub(super) struct Seeds {
 impl Seeds {
     /// What the seeds (iteration 0) among `known` allow; a seed whose manifest cannot be
     /// read adds no word and the default time limit.
-    pub(super) fn of(known: &[Candidate]) -> Self {
+    pub(super) fn of<'a>(known: impl IntoIterator<Item = &'a Candidate>) -> Self {
         let mut seeds = Seeds {
             words: BTreeSet::new(),
             timeout: Duration::ZERO,
         };
-        for c in known.iter().filter(|c| c.meta.iteration == 0) {
+        for c in known.into_iter().filter(|c| c.meta.iteration == 0) {
             let path = c.code().join("harness.toml");
             let manifest = std::fs::read_to_string(&path)
                 .ok()

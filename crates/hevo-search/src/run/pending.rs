@@ -35,7 +35,6 @@ pub(super) fn take_proposals(
     log: &mut dyn FnMut(&str),
 ) -> Result<Option<String>, SearchError> {
     let (archive, it, k) = (ctx.archive, ctx.iteration, ctx.k);
-    let known: Vec<Candidate> = ctx.history.iter().map(|(c, _)| c.clone()).collect();
     let pending = archive.pending_dir();
     let marker = pending.join(".proposed");
     let done_for = read_marker(&marker).and_then(|s| s.trim().parse::<u32>().ok());
@@ -63,7 +62,10 @@ pub(super) fn take_proposals(
             iteration: it,
             manifest_example: "name = \"my-candidate\"\nentry = [\"python3\", \"harness.py\"]"
                 .into(),
-            max_timeout_s: Seeds::of(&known).timeout().as_secs_f64().to_string(),
+            max_timeout_s: Seeds::of(ctx.history.iter().map(|(c, _)| c))
+                .timeout()
+                .as_secs_f64()
+                .to_string(),
         })
         .map_err(io_err("cannot write SKILL.md in", archive.root()))?;
     log(&format!(
