@@ -361,10 +361,16 @@ fn use_agent(dir: &Path, script: &str, iterations: u32) {
 /// containment); asserts it finished (exit 0) and returns its output and stderr.
 fn run_with_agent(dir: &Path, script: &str, iterations: u32) -> (std::process::Output, String) {
     use_agent(dir, script, iterations);
+    run_finished(dir, "off")
+}
+
+/// `hevo run --json --jobs 2` of the search in `dir` with `HEVO_SANDBOX=sandbox`; asserts it
+/// finished (exit 0) and returns its output and stderr.
+fn run_finished(dir: &Path, sandbox: &str) -> (std::process::Output, String) {
     let out = hevo()
         .args(["run", "--json", "--jobs", "2"])
         .arg(dir)
-        .env("HEVO_SANDBOX", "off")
+        .env("HEVO_SANDBOX", sandbox)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -386,15 +392,7 @@ fn run_with_sandboxed_agent(dir: &Path, agent: &Path) -> (std::process::Output, 
             agent.display()
         );
     std::fs::write(dir.join("hevo.toml"), config).unwrap();
-    let out = hevo()
-        .args(["run", "--json", "--jobs", "2"])
-        .arg(dir)
-        .env("HEVO_SANDBOX", "require")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    (out, stderr)
+    run_finished(dir, "require")
 }
 
 /// An agent proposes a candidate whose `prepare` passes the smoke check and fails in the
