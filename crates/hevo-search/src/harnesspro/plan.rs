@@ -40,7 +40,9 @@ pub const INSTRUCTIONS: [Instruction; 3] = [
 pub const RULES: &str = "Rules: predicted savings do not count, only hevo's measurement \
     of the edited harness does. The plan must generalize: no rule, string or branch for a \
     specific task id or input. Validation and test tasks are not shown to you and must not \
-    be guessed. Change only files under harness/.";
+    be guessed. Change only files under harness/. In harness.toml, run only a program on PATH, \
+    one in harness/ or one the parent runs, name only files inside harness/, and do not raise \
+    `timeout_s`: hevo rejects a child that does (docs/security.md).";
 
 /// Where the plan goes, relative to the workspace.
 pub const PLAN_FILE: &str = "plan/PLAN.md";
@@ -151,6 +153,8 @@ mod tests {
         let p = prompt("a", "b", INSTRUCTIONS[0]);
         assert!(p.contains("HEVO-HARNESSPRO-EDIT I1") && p.contains("Cost first"));
         assert!(p.contains("predicted savings do not count"));
+        // The manifest rule of a proposed candidate, before the agent spends an edit on it.
+        assert!(p.contains("do not raise `timeout_s`") && p.contains("one in harness/"));
     }
 
     #[test]
