@@ -27,7 +27,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use crate::cancel::{Cancel, CancelReason};
-use crate::eval::{sanitize, EvalError, DEFAULT_TIMEOUT};
+use crate::eval::{sanitize, EvalError};
 use crate::executor::{order_longest_first, run_pool, ProgressEvent, Unit};
 use crate::harness::Harness;
 use crate::launch::Launcher;
@@ -194,13 +194,9 @@ impl Evaluator {
 
     /// The per-trial time limit of `harness` in force.
     pub fn timeout_of(&self, harness: &Harness) -> Duration {
-        self.config.timeout.unwrap_or_else(|| {
-            harness
-                .manifest
-                .timeout_s
-                .and_then(crate::limits::seconds)
-                .unwrap_or(DEFAULT_TIMEOUT)
-        })
+        self.config
+            .timeout
+            .unwrap_or_else(|| harness.manifest.time_limit())
     }
 
     /// Loads the harness in `dir` (once: later calls return the same candidate), checks

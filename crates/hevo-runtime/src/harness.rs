@@ -94,6 +94,15 @@ pub enum HarnessError {
 }
 
 impl Manifest {
+    /// The per-trial time limit this manifest asks for: its `timeout_s`, else
+    /// [`crate::eval::DEFAULT_TIMEOUT`] (what an evaluation applies unless `--timeout`
+    /// overrides it).
+    pub fn time_limit(&self) -> std::time::Duration {
+        self.timeout_s
+            .and_then(crate::limits::seconds)
+            .unwrap_or(crate::eval::DEFAULT_TIMEOUT)
+    }
+
     /// Parses and validates the text of a `harness.toml` read from `path` (which every error
     /// names, with the line where there is one).
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, HarnessError> {

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use hevo_runtime::eval::DEFAULT_TIMEOUT;
 use hevo_runtime::harness::{Harness, Manifest};
-use hevo_runtime::limits::seconds;
+use hevo_runtime::launch::{base_env, resolve_program};
 
 use crate::archive::Candidate;
 
@@ -51,7 +51,9 @@ impl Seeds {
             let manifest = std::fs::read_to_string(&path)
                 .ok()
                 .and_then(|text| Manifest::parse(&text, &path).ok());
-            let timeout = manifest.as_ref().map_or(DEFAULT_TIMEOUT, time_limit);
+            let timeout = manifest
+                .as_ref()
+                .map_or(DEFAULT_TIMEOUT, Manifest::time_limit);
             seeds.timeout = seeds.timeout.max(timeout);
             if let Some(m) = manifest {
                 let words = m.entry.iter().chain(m.prepare.iter().flatten()).cloned();
@@ -83,12 +85,6 @@ impl Seeds {
     }
 }
 
-/// The per-trial time limit a manifest asks for: its `timeout_s`, else the default (what
-/// the evaluator applies when no `--timeout` overrides it).
-fn time_limit(m: &Manifest) -> Duration {
-    m.timeout_s.and_then(seconds).unwrap_or(DEFAULT_TIMEOUT)
-}
-
 /// Why the proposed harness `h` may not run as its manifest says (the module's rules), or a
 /// program or script it names in its own folder or on `PATH` is missing.
 pub(super) fn manifest_problem(h: &Harness, seeds: &Seeds) -> Option<String> {
@@ -96,7 +92,7 @@ pub(super) fn manifest_problem(h: &Harness, seeds: &Seeds) -> Option<String> {
 }
 
 fn timeout_problem(m: &Manifest, seeds: &Seeds) -> Option<String> {
-    let asked = time_limit(m);
+    let asked = m.time_limit();
     if asked <= seeds.timeout {
         return None;
     }
@@ -142,9 +138,9 @@ fn program_problem(key: &str, program: &str, h: &Harness, seeds: &Seeds) -> Opti
     }
     if !program.contains('/') {
         // A bare name runs the file of that name in the folder if there is one (as
-        // `resolve_argv` makes it), else the one on PATH.
-        let on_path = std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()));
+        // `resolve_argv` makes it), else the executable on the launch's PATH, found as the
+        // launch finds it (an unfound name comes back as written).
+        let on_path = resolve_program(program, &base_env(&h.dir)).as_os_str() != program;
         let found = h.dir.join(program).is_file() || on_path;
         return (!found).then(|| {
             format!(
