@@ -433,9 +433,9 @@ fn a_failing_scorer_program_names_its_own_stderr() {
 /// A harness that answers `"?"` whenever it does not know, to a `program` scorer that calls
 /// `float` on the answer: the scorer crashed on those tasks, they became `infra_error`
 /// (retried, never scored), and the harness's pass rate was 100% on the two tasks it knew
-/// instead of 50% on four. The scorer is now run once more on the task's expected answer;
-/// it scores that, so the crash was the answer's doing: the trial is a `bad_output` failure
-/// with outcome 0 and the cause. A scorer that fails on every answer stays the suite's fault
+/// instead of 50% on four. The scorer is now run once more on the task's expected answer
+/// and, since it scores that, once more on the answer; failing again, the crash was the
+/// answer's doing: the trial is a `bad_output` failure with outcome 0 and the cause. A scorer that fails on every answer stays the suite's fault
 /// (`eval_shows_the_pass_rate_with_unscored_trials_as_failures`).
 #[test]
 fn an_answer_that_crashes_the_scorer_counts_as_a_failure() {
