@@ -148,6 +148,40 @@ fn provider_keys_are_not_in_any_readable_environ() {
     }
 }
 
+/// hevo kept its provider keys out of `/proc/<hevo>/environ` but put them back into its own
+/// environment after the re-exec, so every helper it started inherited them: the `rm -rf`
+/// and `chmod -R` it falls back on to remove a trial's working directory (a harness of the
+/// same user read their `/proc/<pid>/environ` while they ran), `git`, `pip`, a suite's
+/// `setup`. A `setup` that writes down its environment finds no key now (and the variable
+/// beside it, to show the environment is otherwise passed on).
+#[test]
+fn processes_hevo_starts_do_not_inherit_provider_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    support::threshold_copy(
+        &dir,
+        &[(
+            "suite = \".\"",
+            "suite = \"built\"\nsetup = [\"sh\", \"-c\", \"env > setup-env.txt && mkdir built && \
+             cp suite.toml tasks.jsonl built/\"]",
+        )],
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_hevo"))
+        .args(["run", "--no-progress", "--iterations", "1"])
+        .arg(&dir)
+        .env("OPENAI_API_KEY", "sk-custody-test-4711")
+        .env("HEVO_TEST_VISIBLE", "passed-on")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env = std::fs::read_to_string(dir.join("setup-env.txt")).unwrap();
+    assert!(env.contains("HEVO_TEST_VISIBLE=passed-on"), "{env}");
+    assert!(
+        !env.contains("sk-custody-test-4711"),
+        "setup inherited the key: {env}"
+    );
+}
+
 /// Reads every descriptor it holds above stderr, looking for the secret a file hevo's caller
 /// left open holds.
 const FD_THIEF: &str = r#"

@@ -33,6 +33,7 @@ mod gateway;
 mod ledger;
 pub mod model_file;
 mod price;
+pub mod provider_keys;
 mod types;
 
 pub use backend::{

@@ -4,8 +4,9 @@
 //! `/proc/<pid>/environ` shows the environment a process was *started* with, whatever it
 //! changes later. So at start-up, if hevo's environment holds provider keys, hevo writes
 //! them into a pipe and re-executes itself without them; the new image reads them back into
-//! its own (heap) environment, where the model layer finds them as before, and marks itself
-//! not dumpable, so same-user processes cannot read its memory or `/proc` files either.
+//! memory ([`hevo_llm::provider_keys`], not its environment, which every process it starts
+//! would inherit), where the model layer finds them, and marks itself not dumpable, so
+//! same-user processes cannot read its memory or `/proc` files either.
 //! Trial-side processes never get them (their environment is cleared, see
 //! [`crate::launch::base_env`]), and in the sandbox they cannot see hevo at all.
 
@@ -42,11 +43,11 @@ pub fn protect_keys() {
             let mut pipe = unsafe { std::fs::File::from_raw_fd(fd) };
             let mut text = String::new();
             let _ = pipe.read_to_string(&mut text);
-            for entry in text.split('\0').filter(|e| !e.is_empty()) {
-                if let Some((k, v)) = entry.split_once('=') {
-                    std::env::set_var(k, v);
-                }
-            }
+            hevo_llm::provider_keys::hold(
+                text.split('\0')
+                    .filter_map(|entry| entry.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
         }
         let _ = nix::sys::prctl::set_dumpable(false);
         return;

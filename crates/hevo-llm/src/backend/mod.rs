@@ -106,8 +106,8 @@ pub trait Backend: Send + Sync {
 /// Reads the API key from the environment variable `var`, failing with a message that names
 /// the variable.
 pub(crate) fn read_key(backend: &str, var: &str) -> Result<String, crate::LlmError> {
-    match std::env::var(var) {
-        Ok(key) if !key.trim().is_empty() => Ok(key),
+    match crate::provider_keys::var(var) {
+        Some(key) if !key.trim().is_empty() => Ok(key),
         _ => Err(crate::LlmError::BackendConfig {
             backend: backend.to_owned(),
             message: format!(

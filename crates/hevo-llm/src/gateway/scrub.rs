@@ -17,7 +17,7 @@ const MIN_KEY_CHARS: usize = 8;
 /// The values of the provider key variables `vars` in this environment (set, long enough).
 pub(super) fn secrets_of(vars: &[String]) -> Vec<String> {
     vars.iter()
-        .filter_map(|var| std::env::var(var).ok())
+        .filter_map(|var| crate::provider_keys::var(var))
         .map(|v| v.trim().to_owned())
         .filter(|v| v.chars().count() >= MIN_KEY_CHARS)
         .collect()

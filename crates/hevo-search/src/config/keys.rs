@@ -17,7 +17,7 @@ impl RunConfig {
             let Some(var) = backend.key_var() else {
                 continue;
             };
-            if std::env::var(var).is_ok_and(|v| !v.trim().is_empty()) {
+            if hevo_llm::provider_keys::var(var).is_some_and(|v| !v.trim().is_empty()) {
                 continue;
             }
             let named = if backend.api_key_env.is_some() {
