@@ -560,3 +560,78 @@ fn a_scorer_that_fails_once_does_not_blame_the_harness() {
     // Every task's scorer did fail once: the test is not vacuous.
     assert_eq!(std::fs::read_dir(&marks).unwrap().count(), 3);
 }
+
+/// A harness that removes its working directory and then answers (it can, unsandboxed):
+/// the scorer, which runs there, could not start (`scorer: cannot start ...: No such file
+/// or directory`), so the trial was an `infra_error` of the suite's, retried and left out
+/// of the pass rate: a way for a harness to drop the tasks it would fail. It is now the
+/// harness's failure, with the cause.
+#[test]
+fn a_harness_that_removes_its_working_directory_fails_the_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    ok_suite(dir, "gone", 2, "sh score.sh", "cat > /dev/null\necho 1\n");
+    write(dir, "rm/harness.toml", "entry = [\"sh\", \"harness.sh\"]\n");
+    write(
+        dir,
+        "rm/harness.sh",
+        "cat > /dev/null\nrm -rf \"$PWD\"\necho '\"ok\"'\n",
+    );
+    let out = hevo(dir)
+        .args([
+            "eval",
+            "rm",
+            "--suite",
+            "suite",
+            "--no-model",
+            "--no-progress",
+        ])
+        .env("HEVO_SANDBOX", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{stdout}");
+    assert!(
+        stdout.contains("bad_output x2 (harness_error)")
+            && stdout.contains("it removed or replaced its working directory"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("scorer_error"), "{stdout}");
+}
+
+/// A harness with `prepare` learns from the train split with its expected answers; scored
+/// on the train split, one that stored them answered every task right (100% where it
+/// scores 53% on val), with no warning. `hevo eval --split train` refuses it.
+#[test]
+fn a_harness_with_prepare_is_not_scored_on_the_train_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    suite(dir);
+    write(
+        dir,
+        "learner/harness.toml",
+        "entry = [\"sh\", \"harness.sh\"]\nprepare = [\"sh\", \"prepare.sh\"]\n",
+    );
+    write(dir, "learner/prepare.sh", "cat > answers.jsonl\n");
+    write(
+        dir,
+        "learner/harness.sh",
+        "cat > /dev/null\necho '\"ok\"'\n",
+    );
+    let out = eval(dir, "learner", &["--split", "train", "--no-progress"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("harness `learner` declares `prepare`")
+            && stderr.contains("evaluate it on `--split val` or `--split test`"),
+        "{stderr}"
+    );
+    assert!(!dir.join("runs").exists(), "work started: {stderr}");
+    let out = eval(dir, "learner", &["--split", "val", "--no-progress"]);
+    assert!(
+        out.status.code() != Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -265,6 +265,16 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
     let suite = suite?;
     let harness = harness?;
     harness.check_programs()?;
+    if options.split == Split::Train && harness.manifest.prepare.is_some() {
+        // `prepare` reads the train split with its expected answers: scored there, the
+        // harness could answer from what it stored, and the pass rate would measure that.
+        return Err(EvalError::Option(format!(
+            "harness `{}` declares `prepare`, which learns from the train split with its \
+             expected answers, so it cannot be scored on the train split: evaluate it on \
+             `--split val` or `--split test`",
+            harness.name
+        )));
+    }
     if suite.split(options.split).is_empty() {
         // A suite without any task is refused when it loads, so some split has tasks.
         let counts = suite

@@ -398,6 +398,17 @@ async fn run_trial_inner(
         result.error = Some(with_limits(out.exit.to_string(), &out));
         return result;
     }
+    // Its answer is scored in its working directory: a harness that removed or replaced it
+    // (it can, unsandboxed) would make the scorer fail to start there, which reads as the
+    // suite's fault (retried, left out of the pass rate).
+    if !std::fs::symlink_metadata(&wd).is_ok_and(|m| m.is_dir()) {
+        result.error = Some(
+            "it removed or replaced its working directory, where its answer is scored; a \
+             harness must leave the directory it is started in"
+                .into(),
+        );
+        return result;
+    }
     let (answer, _meta) = match parse_answer(&out.stdout_tail) {
         Ok(a) => a,
         Err(e) => {
