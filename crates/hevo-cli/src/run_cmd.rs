@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use hevo_runtime::cancel::Cancel;
+use hevo_runtime::store::RunKind;
 use hevo_search::config::{ConfigError, RunConfig};
 use hevo_search::finalize::{finalize, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE};
 use hevo_search::proposer::llm::LlmProposer;
@@ -120,6 +121,19 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     };
     let suite_dir = config.resolve(&config_file, &config.suite);
     crate::run_checks::before_work(&config, &config_file, args.finalize, &mut log)?;
+    if let Some(problem) = config.run_dir_problem(&config_file, &run_dir) {
+        return Err(match &args.run_dir {
+            Some(d) => CliError::user(format!("--run-dir `{}` {problem}", d.display())),
+            None => CliError::user(ConfigError::invalid_at_line(
+                &config_file,
+                "run_dir",
+                problem,
+            )),
+        });
+    }
+    if let Some(problem) = hevo_runtime::store::run_kind_problem(&run_dir, RunKind::Search) {
+        return Err(CliError::user(problem));
+    }
     let launcher = crate::executor_launcher(&config, &config_file, &run_dir, progress)?;
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| CliError::user(format!("cannot create `{}`: {e}", run_dir.display())))?;

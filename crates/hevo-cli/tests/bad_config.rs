@@ -244,3 +244,89 @@ fn a_missing_provider_key_is_named_by_its_line_before_any_work() {
         ],
     );
 }
+
+/// A run directory that is the config's folder or holds it (`run_dir = "."`, `--run-dir ..`)
+/// used to be taken: hevo.db, archive/ and traces were written among the suite's and the
+/// seeds' files. A `hevo eval --run-dir` given a search's directory added its harness's
+/// trials to the search's store (`hevo status` then counted a full evaluation as 490
+/// trials where the search's is 280), and a search given an eval's directory took its
+/// trials too.
+#[test]
+fn a_run_directory_holding_the_config_or_another_commands_run_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dot");
+    threshold_copy(&dir, &[("seed = 11", "seed = 11\nrun_dir = \".\"")]);
+    refused_before_work(
+        &run(&dir, &[]),
+        &dir,
+        &["hevo.toml:6: `run_dir` is or holds the folder of hevo.toml"],
+    );
+    assert!(!dir.join("hevo.db").exists() && !dir.join("archive").exists());
+    let dir = tmp.path().join("flag");
+    threshold_copy(&dir, &[]);
+    let parent = tmp.path().as_os_str().to_owned();
+    refused_before_work(
+        &run(&dir, &["--run-dir", parent.to_str().unwrap()]),
+        &dir,
+        &[
+            "is or holds the folder of hevo.toml",
+            "give it a folder of its own",
+        ],
+    );
+    assert!(!tmp.path().join("hevo.db").exists());
+
+    let dir = tmp.path().join("mix");
+    threshold_copy(&dir, &[]);
+    let done = run(&dir, &["--no-progress"]);
+    assert!(done.status.success(), "{done:?}");
+    let search = dir.join("runs/mix");
+    let trials = |run: &Path| {
+        let o = hevo(&["status".as_ref(), run.as_os_str(), "--json".as_ref()]);
+        assert!(o.status.success(), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["trials"].clone(), v["full_trials"].clone())
+    };
+    let before = trials(&search);
+    let seed = dir.join("seed");
+    let o = hevo(&[
+        "eval".as_ref(),
+        seed.as_os_str(),
+        "--suite".as_ref(),
+        dir.as_os_str(),
+        "--no-model".as_ref(),
+        "--no-progress".as_ref(),
+        "--run-dir".as_ref(),
+        search.as_os_str(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("holds a `hevo run` search (its hevo.db), and a `hevo eval` run cannot share"),
+        "{e}"
+    );
+    assert_eq!(trials(&search), before, "the search's store was written");
+
+    let evaluated = tmp.path().join("an-eval");
+    let o = hevo(&[
+        "eval".as_ref(),
+        seed.as_os_str(),
+        "--suite".as_ref(),
+        dir.as_os_str(),
+        "--no-model".as_ref(),
+        "--no-progress".as_ref(),
+        "--run-dir".as_ref(),
+        evaluated.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&dir, &["--run-dir", evaluated.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("holds a `hevo eval` run (its hevo.db), and a `hevo run` search cannot"),
+        "{e}"
+    );
+    assert!(
+        !evaluated.join("archive").exists(),
+        "the search started: {e}"
+    );
+}

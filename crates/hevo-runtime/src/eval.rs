@@ -338,6 +338,9 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
                 .join(format!("eval-{}-{}", sanitize(&harness.name), &hash[..10]))
         }
     };
+    if let Some(problem) = crate::store::run_kind_problem(&run_dir, crate::store::RunKind::Eval) {
+        return Err(EvalError::Option(problem));
+    }
     let run_id = crate::store::run_id(&run_dir);
     Ok(EvalPlan {
         harness,
@@ -375,7 +378,7 @@ pub fn run_with(
     let mut evaluator = Evaluator::open(EvaluatorConfig {
         run_dir: plan.run_dir.clone(),
         run_id: plan.run_id.clone(),
-        kind: "eval".into(),
+        kind: crate::store::RunKind::Eval,
         config_json: config.to_string(),
         suite: plan.suite.clone(),
         jobs: opts.jobs,

@@ -47,8 +47,8 @@ pub struct EvaluatorConfig {
     pub run_dir: PathBuf,
     /// The run id stored with every row.
     pub run_id: String,
-    /// What kind of run this is (`eval`, `search`, `smoke`, `finalize`).
-    pub kind: String,
+    /// What kind of run this is, stored with it.
+    pub kind: crate::store::RunKind,
     /// The run's configuration as JSON text (stored once in the `runs` table).
     pub config_json: String,
     /// The loaded suite.
@@ -125,13 +125,16 @@ impl Evaluator {
         std::fs::create_dir_all(&config.run_dir).map_err(run_dir_err)?;
         let run_dir = config.run_dir.canonicalize().map_err(run_dir_err)?;
         let lock = crate::run_lock::RunLock::acquire(&run_dir)?;
+        if let Some(problem) = crate::store::run_kind_problem(&run_dir, config.kind) {
+            return Err(EvalError::Option(problem));
+        }
         let keep = config.launcher.reserved_workdirs();
         crate::trial::clean_leftover_workdirs(&config.work_root, &keep);
         if config.work_root != std::env::temp_dir() {
             crate::trial::clean_leftover_workdirs(&std::env::temp_dir(), &keep);
         }
         let mut store = Store::open(&run_dir.join("hevo.db"))?;
-        store.ensure_run(&config.run_id, &config.kind, &config.config_json)?;
+        store.ensure_run(&config.run_id, config.kind.as_str(), &config.config_json)?;
         let rows: Vec<TaskRow> = config
             .suite
             .tasks

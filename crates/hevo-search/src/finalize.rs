@@ -417,7 +417,7 @@ pub fn finalize(
     let mut evaluator = Evaluator::open(EvaluatorConfig {
         run_dir: test_dir.clone(),
         run_id: hevo_runtime::store::nested_run_id(run_dir, "test"),
-        kind: "finalize".into(),
+        kind: hevo_runtime::store::RunKind::Finalize,
         config_json: serde_json::json!({"command": "finalize", "suite": suite_dir}).to_string(),
         suite,
         jobs: opts.jobs,

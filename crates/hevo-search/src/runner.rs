@@ -18,7 +18,7 @@ use hevo_runtime::launch::Launcher;
 use hevo_runtime::model_access::{ModelAccess, ModelEnv, TrialRef};
 use hevo_runtime::report::EvalReport;
 use hevo_runtime::spend::Spend;
-use hevo_runtime::store::{EstimateRow, TrialRow};
+use hevo_runtime::store::{EstimateRow, RunKind, TrialRow};
 use hevo_runtime::suite::Suite;
 use hevo_runtime::task::Split;
 use hevo_runtime::trial::TrialStatus;
@@ -274,7 +274,7 @@ impl LiveRunner {
     pub fn open(settings: RunnerSettings) -> Result<LiveRunner, EvalError> {
         let suite = Suite::load(&settings.suite_dir)?;
         let run_id = hevo_runtime::store::run_id(&settings.run_dir);
-        let config = evaluator_config(&settings, suite, "search", &settings.run_dir, run_id);
+        let config = evaluator_config(&settings, suite, RunKind::Search, &settings.run_dir, run_id);
         let evaluator = Evaluator::open(config)?;
         Ok(LiveRunner {
             settings,
@@ -361,14 +361,14 @@ impl LiveRunner {
 fn evaluator_config(
     s: &RunnerSettings,
     suite: Suite,
-    kind: &str,
+    kind: RunKind,
     run_dir: &Path,
     run_id: String,
 ) -> EvaluatorConfig {
     EvaluatorConfig {
         run_dir: run_dir.to_path_buf(),
         run_id,
-        kind: kind.into(),
+        kind,
         config_json: serde_json::json!({"command": "run", "suite": s.suite_dir}).to_string(),
         suite,
         jobs: s.jobs,
@@ -549,7 +549,7 @@ impl CandidateRunner for LiveRunner {
             let suite = self.evaluator.suite().clone();
             let dir = self.settings.run_dir.join("smoke");
             let run_id = hevo_runtime::store::nested_run_id(&self.settings.run_dir, "smoke");
-            let mut config = evaluator_config(&self.settings, suite, "smoke", &dir, run_id);
+            let mut config = evaluator_config(&self.settings, suite, RunKind::Smoke, &dir, run_id);
             config.retries = 1;
             self.smoke = Some(Evaluator::open(config)?);
         }

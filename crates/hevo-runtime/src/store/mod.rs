@@ -58,6 +58,12 @@ pub fn nested_run_id(run_dir: &Path, name: &str) -> String {
 /// candidate again under the new folder's name and ran its trials again, so the latest run
 /// is the one whose candidates are complete.
 fn stored_run_id(run_dir: &Path) -> Option<String> {
+    latest_run(run_dir, "id")
+}
+
+/// The `column` (`id` or `kind`) of the latest run in `run_dir`'s store, if it has a
+/// readable one (see [`stored_run_id`]).
+fn latest_run(run_dir: &Path, column: &str) -> Option<String> {
     let db = run_dir.join("hevo.db");
     if !db.is_file() {
         return None;
@@ -66,11 +72,67 @@ fn stored_run_id(run_dir: &Path) -> Option<String> {
     store
         .connection()
         .query_row(
-            "SELECT id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            &format!("SELECT {column} FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1"),
             [],
             |r| r.get(0),
         )
         .ok()
+}
+
+/// What wrote a run's store, kept in its `runs.kind` column: the command, or the part of a
+/// search, whose trials it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// A search (`hevo run`), in its run directory.
+    Search,
+    /// A search's smoke test of its seeds, in `<run>/smoke`.
+    Smoke,
+    /// A search's test-split evaluation (`hevo finalize`), in `<run>/test`.
+    Finalize,
+    /// One harness on a suite (`hevo eval`).
+    Eval,
+}
+
+impl RunKind {
+    /// The word stored for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Search => "search",
+            RunKind::Smoke => "smoke",
+            RunKind::Finalize => "finalize",
+            RunKind::Eval => "eval",
+        }
+    }
+
+    /// How a message names a run of this kind, from its stored word.
+    fn describe(stored: &str) -> String {
+        match stored {
+            "search" => "a `hevo run` search".into(),
+            "smoke" => "a search's smoke test".into(),
+            "finalize" => "a search's test-split evaluation".into(),
+            "eval" => "a `hevo eval` run".into(),
+            other => format!("a `{other}` run"),
+        }
+    }
+}
+
+/// Why a run of `kind` cannot be kept in `run_dir`, if it cannot: its store holds another
+/// kind of run. A `hevo eval` given a search's directory would add its harness's trials to
+/// the search's store (the search's statistics would count them), and a search given an
+/// eval's directory would take the eval's trials for its own.
+pub fn run_kind_problem(run_dir: &Path, kind: RunKind) -> Option<String> {
+    let stored = latest_run(run_dir, "kind")?;
+    if stored == kind.as_str() {
+        return None;
+    }
+    Some(format!(
+        "run directory `{}` holds {} (its hevo.db), and {} cannot share its store: pass \
+         another run directory (--run-dir), one that is new or holds an earlier run of the \
+         same command",
+        run_dir.display(),
+        RunKind::describe(&stored),
+        RunKind::describe(kind.as_str())
+    ))
 }
 
 /// A store operation that failed.

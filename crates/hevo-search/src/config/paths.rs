@@ -56,6 +56,30 @@ impl RunConfig {
     }
 }
 
+impl RunConfig {
+    /// Why `run_dir` cannot hold this config's run, if it cannot: it is the folder of
+    /// `hevo.toml` or holds it, the suite or a seed (the run's hevo.db, archive/ and traces
+    /// would be written among them). The message follows the key or flag that named it.
+    pub fn run_dir_problem(&self, file: &Path, run_dir: &Path) -> Option<String> {
+        // A folder that does not exist yet holds nothing.
+        let run = run_dir.canonicalize().ok()?;
+        let config_dir = file.parent().unwrap_or(Path::new("."));
+        let (what, dir) = std::iter::once(("the folder of hevo.toml", config_dir.to_path_buf()))
+            .chain(std::iter::once((
+                "the suite",
+                self.resolve(file, &self.suite),
+            )))
+            .chain(self.seeds.iter().map(|s| ("a seed", self.resolve(file, s))))
+            .find(|(_, dir)| dir.canonicalize().is_ok_and(|d| d.starts_with(&run)))?;
+        Some(format!(
+            "is or holds {what} (`{}`): a run writes hevo.db, archive/ and traces into its \
+             directory, so give it a folder of its own, e.g. runs/<name> beside hevo.toml \
+             (the default when run_dir is left out)",
+            dir.display()
+        ))
+    }
+}
+
 /// Why `path` is not a folder.
 fn absent(path: &Path) -> &'static str {
     if path.exists() {
