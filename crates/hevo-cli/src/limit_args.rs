@@ -11,10 +11,12 @@ pub struct LimitArgs {
     #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(16..))]
     pub mem_mb: Option<u64>,
     /// CPU time of each trial per second of wall time, in CPUs [default: no limit].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(TrialLimits::MAX_CPUS)))]
     pub cpus: Option<u32>,
     /// Processes and threads of each trial at once [default: 1024].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=TrialLimits::MAX_PIDS))]
     pub pids: Option<u64>,
     /// Read and write bandwidth of each trial on its working directory's disk, in MB/s
     /// [default: no limit].

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// The longest harness name, in characters (a proposed candidate's too): the name names the
+/// harness's folders in a run (`archive/candidates/NNN-<name>`, `eval-<name>-<hash>`).
+pub const MAX_NAME_CHARS: usize = 64;
+
 /// One tunable knob declared under `[params]`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(
@@ -120,6 +124,23 @@ impl Manifest {
             line: crate::toml_line::key_line(text, at),
             message,
         };
+        if let Some(name) = &manifest.name {
+            let chars = name.chars().count();
+            if name.trim().is_empty() || chars > MAX_NAME_CHARS {
+                return Err(invalid(
+                    "name",
+                    format!(
+                        "`name` is {}: a harness's name names its folders in a run, so give \
+                         1 to {MAX_NAME_CHARS} characters, e.g. `name = \"few-shot-v2\"`",
+                        if chars > MAX_NAME_CHARS {
+                            format!("{chars} characters long")
+                        } else {
+                            "empty".to_string()
+                        }
+                    ),
+                ));
+            }
+        }
         if manifest.entry.is_empty() || manifest.entry[0].trim().is_empty() {
             return Err(invalid(
                 "entry",
@@ -457,6 +478,7 @@ mod tests {
     #[test]
     fn manifest_errors_name_the_line_of_their_key() {
         let path = Path::new("h/harness.toml");
+        let long_name = format!("entry = [\"x\"]\nname = \"{}\"\n", "n".repeat(65));
         let cases = [
             ("# c\nentry = []\n", 2, "non-empty command"),
             ("entry = [\"x\"]\n\nprepare = []\n", 3, "`prepare` must be"),
@@ -467,6 +489,14 @@ mod tests {
                 "default 3 is not one of its values [1,2]",
             ),
             ("entry = [\"x\"]\n[params.c]\nvalues = []\ndefault = 1\n", 2, "has no `values`"),
+            // A name past the limit failed only when its run folders were made (exit 1).
+            (
+                &long_name,
+                2,
+                "`name` is 65 characters long: a harness's name names its folders in a run, \
+                 so give 1 to 64 characters",
+            ),
+            ("name = \" \"\nentry = [\"x\"]\n", 1, "`name` is empty"),
         ];
         for (text, line, needle) in cases {
             let err = Manifest::parse(text, path).unwrap_err().to_string();

@@ -67,6 +67,11 @@ pub struct Task {
     pub line: usize,
 }
 
+/// The longest task id, in characters: a task's trace directory is named by its id
+/// ([`sanitize`]d, one byte per character), and a file name may have at most 255 bytes;
+/// the margin leaves room for what hevo adds to it.
+pub const MAX_ID_CHARS: usize = 200;
+
 /// Makes a string safe as one path component: ASCII letters and digits, `-`, `_` and `.`
 /// are kept, every other character (any non-ASCII letter too) becomes `_`, and `_` is
 /// prefixed to an empty result or one starting with `.`. Run and trace directory names

@@ -356,10 +356,12 @@ pub fn copy_candidate(from: &Path, to: &Path) -> Result<Copied, Refused> {
 }
 
 /// Whether `name` is a valid candidate name (letters, digits, `-`, `_`, `.`; not empty;
-/// not starting with `.`; at most 64 characters).
+/// not starting with `.`; at most [`MAX_NAME_CHARS`] characters).
+///
+/// [`MAX_NAME_CHARS`]: hevo_runtime::harness::MAX_NAME_CHARS
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 64
+        && name.len() <= hevo_runtime::harness::MAX_NAME_CHARS
         && !name.starts_with('.')
         && name
             .chars()

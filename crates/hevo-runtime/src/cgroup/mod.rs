@@ -67,6 +67,14 @@ impl TrialLimits {
     /// checkouts fit.
     pub const DEFAULT_DISK_MB: u64 = 10 * 1024;
 
+    /// The most processes a trial may be given: the kernel's `PID_MAX_LIMIT` (2^22), above
+    /// which `pids.max` refuses the value and every trial would fail to start.
+    pub const MAX_PIDS: u64 = 1 << 22;
+
+    /// The most CPUs a trial may be given: far above any machine's, and within the CPU
+    /// quota the kernel accepts (about 175,000 CPUs at hevo's 100 ms period).
+    pub const MAX_CPUS: u32 = 4096;
+
     /// The limits a user configured (`[executor]` keys or the matching flags), with the
     /// defaults where one is not given: MB, whole CPUs, processes, MB/s, MB.
     pub fn configured(

@@ -110,6 +110,15 @@ pub(super) fn parse_tasks(
             }
         };
         if let Some(id) = &id {
+            let chars = id.chars().count();
+            if chars > crate::task::MAX_ID_CHARS {
+                bad(format!(
+                    "id `{}...` is {chars} characters long; a task's id names its trace \
+                     directory, so use at most {} characters",
+                    id.chars().take(24).collect::<String>(),
+                    crate::task::MAX_ID_CHARS
+                ));
+            }
             if let Some(first) = seen.get(id) {
                 bad(format!(
                     "duplicate id `{id}` (first used on line {first}); give each task a unique id"

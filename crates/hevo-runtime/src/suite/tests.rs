@@ -115,6 +115,33 @@ fn ids_sharing_a_trace_directory_are_refused_naming_the_rule() {
     );
 }
 
+/// An id longer than a file name can be used to pass the suite check, and every trial of
+/// it then failed as `infra_error` ("cannot create trace directory: File name too long").
+#[test]
+fn an_id_too_long_for_a_trace_directory_is_refused_at_load() {
+    let d = tempfile::tempdir().unwrap();
+    let long = "x".repeat(300);
+    let most = "y".repeat(crate::task::MAX_ID_CHARS);
+    write_suite(
+        d.path(),
+        TOML,
+        &format!(
+            "{{\"id\":\"{most}\",\"split\":\"val\",\"input\":1,\"expected\":2}}\n\
+             {{\"id\":\"{long}\",\"split\":\"val\",\"input\":1,\"expected\":2}}\n"
+        ),
+    );
+    let err = Suite::load(d.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("tasks.jsonl:2: id `xxxxxxxxxxxxxxxxxxxxxxxx...` is 300 characters long")
+            && err.contains("use at most 200 characters"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("tasks.jsonl:1"),
+        "an id of the most characters is fine: {err}"
+    );
+}
+
 #[test]
 fn files_naming_a_file_says_it_is_not_a_folder() {
     let d = tempfile::tempdir().unwrap();

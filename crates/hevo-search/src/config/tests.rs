@@ -106,6 +106,25 @@ fn bad_values_name_the_key_and_the_fix() {
             "hevo.toml:4: `executor.sbatch` has `-t 5`, which sets `--time`",
         ),
         ("[executor]\npids = -1", "hevo.toml:4:8"),
+        // Beyond what the kernel takes: every trial would fail to start, as infra_error.
+        (
+            "[executor]\npids = 99999999999",
+            "`executor.pids` is 99999999999, above the kernel's limit of 4194304",
+        ),
+        (
+            "[executor]\ncpus = 4294967295",
+            "`executor.cpus` is 4294967295: use at most 4096",
+        ),
+        ("setup = []", "hevo.toml:3: `setup` is empty"),
+        (
+            "[model.caps.trial]\nmax_cost_usd = nan",
+            "hevo.toml:4: `model.caps.trial.max_cost_usd` is NaN",
+        ),
+        (
+            "[model.caps.run]\nmax_cost_usd = -1.0",
+            "`model.caps.run.max_cost_usd` is -1: use a number of dollars >= 0",
+        ),
+        ("setup = [\"\"]", "`setup` is empty"),
         ("[budget]\nmax_evaluations = 0", "budget.max_evaluations"),
         ("[budget]\nmax_wall_s = 0", "budget.max_wall_s"),
         ("[proposer]\ntimeout_s = 0", "proposer.timeout_s"),

@@ -19,6 +19,16 @@ impl RunConfig {
                 "is empty: list at least one starting harness directory".into(),
             ));
         }
+        if let Some(setup) = &self.setup {
+            if setup.first().is_none_or(|program| program.is_empty()) {
+                return Err(bad(
+                    "setup",
+                    "is empty: give the program that builds the suite and its arguments, e.g. \
+                     [\"python3\", \"make_suite.py\"], or remove `setup`"
+                        .into(),
+                ));
+            }
+        }
         if let Some(name) = &self.name {
             // The run directory is runs/<name> beside the config: one plain path component.
             let plain = !name.is_empty()
@@ -161,7 +171,8 @@ impl RunConfig {
                 // Read only by the tiers: set without them, it would be ignored.
                 return Err(bad(
                     &key,
-                    "is set, but `objective.kind` is `pass_rate`: the tier weights are read                      only with `kind = \"pareto\"`; add that, or remove them"
+                    "is set, but `objective.kind` is `pass_rate`: the tier weights are read \
+                     only with `kind = \"pareto\"`; add that, or remove them"
                         .into(),
                 ));
             }
@@ -194,6 +205,27 @@ impl RunConfig {
                         .into(),
                 ));
             }
+        }
+        use hevo_runtime::cgroup::TrialLimits;
+        if let Some(n) = self.executor.pids.filter(|n| *n > TrialLimits::MAX_PIDS) {
+            return Err(bad(
+                "executor.pids",
+                format!(
+                    "is {n}, above the kernel's limit of {} processes: use at most that, or \
+                     leave it out for {}",
+                    TrialLimits::MAX_PIDS,
+                    TrialLimits::DEFAULT_PIDS
+                ),
+            ));
+        }
+        if let Some(n) = self.executor.cpus.filter(|n| *n > TrialLimits::MAX_CPUS) {
+            return Err(bad(
+                "executor.cpus",
+                format!(
+                    "is {n}: use at most {} CPUs, or leave it out for no limit",
+                    TrialLimits::MAX_CPUS
+                ),
+            ));
         }
         if self.executor.mem_mb.is_some_and(|mb| mb < 16) {
             return Err(bad(
@@ -254,6 +286,17 @@ impl RunConfig {
                 "proposer.timeout_s",
                 "is 0, which stops every proposer at once: use seconds, e.g. 1800".into(),
             ));
+        }
+        if let Some(layer) = &self.model {
+            for (scope, caps) in [("trial", &layer.caps.trial), ("run", &layer.caps.run)] {
+                if let Some(v) = caps.max_cost_usd.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    // A NaN cap is never reached: the run would spend without a limit.
+                    return Err(bad(
+                        &format!("model.caps.{scope}.max_cost_usd"),
+                        format!("is {v}: use a number of dollars >= 0, e.g. 0.05"),
+                    ));
+                }
+            }
         }
         if let Some(v) = self.budget.max_usd {
             if !(v.is_finite() && v > 0.0) {

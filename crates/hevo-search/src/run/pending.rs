@@ -282,7 +282,10 @@ fn check_candidate(
     if !valid_name(&meta.name) {
         return (
             meta,
-            Some("its name is not valid (letters, digits, `-`, `_`, `.`; at most 64)".into()),
+            Some(format!(
+                "its name is not valid (letters, digits, `-`, `_`, `.`; at most {})",
+                hevo_runtime::harness::MAX_NAME_CHARS
+            )),
         );
     }
     if names.contains(&meta.name) {
