@@ -42,6 +42,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         .out
         .clone()
         .unwrap_or_else(|| args.run.join(html::REPORT_FILE));
+    if let Some(problem) = not_a_file(&path) {
+        return Err(CliError::user(format!(
+            "cannot write `{}`: {problem}",
+            path.display()
+        )));
+    }
     html::write_report(&view, &path).map_err(|e| write_error(&args, &path, e))?;
     let mut out = std::io::stdout().lock();
     let text = if args.json {
@@ -52,6 +58,34 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     out.write_all(text.as_bytes())
         .map_err(|e| CliError::Internal(e.into()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why `path` cannot take the report, if it cannot: something other than a regular file is
+/// there. The report is written beside it and renamed into place, which would replace a
+/// symbolic link, a FIFO or a device node (as root, `/dev/stdout` itself) with the file.
+fn not_a_file(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    Some(if kind.is_dir() {
+        format!(
+            "it is a folder; give a file, e.g. --out {}",
+            path.join(html::REPORT_FILE).display()
+        )
+    } else if kind.is_symlink() {
+        let target = std::fs::read_link(path).unwrap_or_default();
+        format!(
+            "it is a symbolic link (to `{}`), which writing the report would replace; give \
+             the file itself, or another path",
+            target.display()
+        )
+    } else {
+        "it is not a regular file (a FIFO, socket or device), which writing the report would \
+         replace; give the path of a file (the report is one self-contained HTML file)"
+            .into()
+    })
 }
 
 /// Why the report could not be written at `path`: the user's error, with the fix, when the

@@ -860,3 +860,53 @@ fn show_gives_a_sampled_candidates_weights_from_its_draws() {
         "{text}"
     );
 }
+
+/// `--out` naming a symbolic link, a FIFO or a device used to replace it with the report
+/// (written beside it and renamed into place; as root, `--out /dev/full` deleted the device
+/// node) and print `report: ...`. Each is refused, and left as it was; a folder is refused
+/// naming the file to give instead.
+#[test]
+fn report_out_refuses_what_is_not_a_regular_file() {
+    use std::os::unix::fs::FileTypeExt;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("target.html"), "old").unwrap();
+    let link = tmp.path().join("link.html");
+    std::os::unix::fs::symlink("target.html", &link).unwrap();
+    let fifo = tmp.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (out, needle) in [
+        (&link, "it is a symbolic link (to `target.html`)"),
+        (&fifo, "it is not a regular file (a FIFO, socket or device)"),
+        (
+            &tmp.path().to_path_buf(),
+            "it is a folder; give a file, e.g. --out",
+        ),
+    ] {
+        let o = hevo()
+            .arg("report")
+            .arg(run_dir())
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {e}", out.display());
+        assert!(e.contains(needle), "{e}");
+    }
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("target.html")).unwrap(),
+        "old"
+    );
+}
