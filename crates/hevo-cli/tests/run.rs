@@ -20,10 +20,7 @@ fn search_dir(tmp: &Path) -> PathBuf {
 }
 
 fn trial_count(dir: &Path) -> i64 {
-    let db = dir.join("runs/threshold/hevo.db");
-    let c = rusqlite::Connection::open(db).unwrap();
-    c.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
-        .unwrap()
+    trial_count_in(&dir.join("runs/threshold"))
 }
 
 #[test]
@@ -188,6 +185,58 @@ fn a_moved_run_resumes_without_running_its_trials_again() {
         "candidates stored again under the new folder's name"
     );
     assert_eq!(support::runs_of(&moved.join("hevo.db")), ["old"]);
+}
+
+/// A resumed run whose archive lost the folder of a candidate it had evaluated (the last
+/// one) used to take that iteration as done without it and go on: its pick changed from
+/// `seed.i3c1` at 1.000 to `seed.i1c0` at 0.850 without a word, where `hevo finalize` on
+/// the same run asks "was the archive edited?". It is now refused, naming the candidate.
+#[test]
+fn a_resumed_run_whose_archive_lost_a_candidate_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = search_dir(tmp.path());
+    let run = tmp.path().join("r");
+    let flags = ["--iterations", "2", "--run-dir", run.to_str().unwrap()];
+    let first = run_json(&dir, &flags);
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(run.join("archive/candidates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    folders.sort();
+    let last = folders.pop().unwrap();
+    let meta = std::fs::read_to_string(last.join("candidate.toml")).unwrap();
+    let name = meta
+        .lines()
+        .find_map(|l| l.strip_prefix("name = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    std::fs::remove_dir_all(&last).unwrap();
+    let before = trial_count_in(&run);
+    let out = hevo()
+        .args(["run", "--no-progress", "--jobs", "2"])
+        .args(flags)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}\nfirst run: {first}");
+    assert!(
+        e.contains(&format!("is missing candidate(s) `{name}`"))
+            && e.contains("was the archive edited?"),
+        "{e}"
+    );
+    assert_eq!(
+        trial_count_in(&run),
+        before,
+        "the resumed run ran trials: {e}"
+    );
+}
+
+fn trial_count_in(run: &Path) -> i64 {
+    let c = rusqlite::Connection::open(run.join("hevo.db")).unwrap();
+    c.query_row("SELECT COUNT(*) FROM trials", [], |r| r.get(0))
+        .unwrap()
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! valid proposals archived after validation, and on resume those archived by an earlier
 //! invocation, read back and taken again.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use hevo_runtime::harness::Harness;
@@ -118,4 +119,40 @@ pub(super) fn take_archived(
         new_ids.push(seq);
     }
     Ok(())
+}
+
+/// Checks that every candidate an earlier invocation recorded in `archive/summary.jsonl`
+/// (`recorded`) is still archived (`seeds` or `archived`): a resumed run missing one would
+/// take the iteration as done without it and could pick another candidate without a word.
+pub(super) fn check_nothing_missing(
+    recorded: &HashSet<String>,
+    seeds: &[Candidate],
+    archived: &[Candidate],
+    archive_root: &Path,
+) -> Result<(), SearchError> {
+    let present: HashSet<&str> = seeds
+        .iter()
+        .chain(archived)
+        .map(|c| c.meta.name.as_str())
+        .collect();
+    let mut missing: Vec<&str> = recorded
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !present.contains(name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort_unstable();
+    Err(SearchError::User(format!(
+        "the archive at `{}` is missing candidate(s) {} that summary.jsonl records as \
+         evaluated: was the archive edited? Restore their folders in candidates/, or start a \
+         new run directory (--run-dir)",
+        archive_root.display(),
+        missing
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }

@@ -43,7 +43,9 @@ use crate::config::{ObjectiveKind, RunConfig};
 use crate::objective::ParetoReport;
 use crate::proposer::{ProposeContext, Proposer};
 use crate::runner::{CandidateRunner, Effort};
-use candidates::{archive_accepted, archive_seeds, list_archived, take_archived};
+use candidates::{
+    archive_accepted, archive_seeds, check_nothing_missing, list_archived, take_archived,
+};
 use finish::{final_estimates, pareto_tiers, rank};
 use hevo_runtime::cancel::CancelReason;
 use hevo_runtime::eval::EvalError;
@@ -351,12 +353,17 @@ pub fn run_search(
     // Candidates accepted in earlier invocations, in sequence order.
     let mut archived = list_archived(&archive)?;
     archived.retain(|c| c.seq >= n_seeds);
-    let mut summary_names: HashSet<String> = archive
+    let summary = archive
         .read_summary()
-        .map_err(io_err("cannot read", &archive_root))?
-        .into_iter()
-        .map(|l| l.name)
+        .map_err(io_err("cannot read", &archive_root))?;
+    // The candidates an earlier invocation evaluated (rejections have no estimate).
+    let evaluated: HashSet<String> = summary
+        .iter()
+        .filter(|l| l.estimate.is_some())
+        .map(|l| l.name.clone())
         .collect();
+    check_nothing_missing(&evaluated, &candidates, &archived, &archive_root)?;
+    let mut summary_names: HashSet<String> = summary.into_iter().map(|l| l.name).collect();
 
     let budget_trials = config.budget.max_evaluations;
     let mut stopped_early = None;
