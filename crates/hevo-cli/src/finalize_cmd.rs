@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use hevo_runtime::cancel::Cancel;
 use hevo_runtime::failures::Failures;
-use hevo_search::config::RunConfig;
+use hevo_search::config::{ConfigError, RunConfig};
 use hevo_search::finalize::{
     finalize, FinalizeError, FinalizeOptions, FinalizeReport, SearchRecord, RECORD_FILE,
 };
@@ -234,9 +234,25 @@ pub fn run_finalize(args: FinalizeArgs, cancel: &Cancel) -> Result<ExitCode, Cli
             record_path.display()
         ))
     })?;
-    let record: SearchRecord = serde_json::from_slice(&text)
-        .map_err(|e| CliError::user(format!("{}: {e}", record_path.display())))?;
-    let (config, config_file) = RunConfig::load(&record.config_file).map_err(CliError::user)?;
+    let record: SearchRecord = serde_json::from_slice(&text).map_err(|e| {
+        CliError::user(format!(
+            "`{}` is not as hevo wrote it ({e}); was it edited? Run the same `hevo run` \
+             command again, which writes it anew from the store and the archive",
+            record_path.display()
+        ))
+    })?;
+    let (config, config_file) = RunConfig::load(&record.config_file).map_err(|e| match e {
+        // The search's config is found where the search recorded it, not where the user
+        // points: say so, and how to get it back.
+        ConfigError::Read { path, source } => CliError::user(format!(
+            "cannot read `{}`, the hevo.toml this search ran with ({source}; recorded in `{}` \
+             as `config_file`): finalize evaluates the pick with that config's suite, model \
+             and limits; put the file back there, or copy it there from where it is now",
+            path.display(),
+            record_path.display()
+        )),
+        e => CliError::user(e),
+    })?;
     let suite_dir = config.resolve(&config_file, &config.suite);
     // The suite is checked before the model layer starts: a run without test tasks stops here.
     hevo_search::finalize::test_suite(&suite_dir).map_err(finalize_error)?;

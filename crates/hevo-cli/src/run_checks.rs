@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use hevo_search::config::RunConfig;
+use hevo_search::config::{ConfigError, RunConfig};
 
 use crate::CliError;
 
@@ -53,9 +53,15 @@ fn run_setup(
         .status()
         .map_err(|e| CliError::user(format!("cannot run setup `{}`: {e}", setup.join(" "))))?;
     if !status.success() {
-        return Err(CliError::user(format!(
-            "setup `{}` failed ({status})",
-            setup.join(" ")
+        return Err(CliError::user(ConfigError::invalid_at_line(
+            config_file,
+            "setup",
+            format!(
+                "`{}` failed ({status}) and the suite `{}` is still missing: fix the \
+                 command (its output is above), or build the suite yourself",
+                setup.join(" "),
+                suite_dir.display()
+            ),
         )));
     }
     Ok(())

@@ -330,3 +330,33 @@ fn a_run_directory_holding_the_config_or_another_commands_run_is_refused() {
         "the search started: {e}"
     );
 }
+
+/// Three refusals that named no file or line: two seeds of one name (`two seeds are named
+/// `seed``), a failed `setup` (`setup `false` failed (exit status: 1)`), and a `run_dir`
+/// that is a file (`cannot create ...: File exists`, exit 2 only by luck of the IO error).
+#[test]
+fn seeds_setup_and_run_dir_refusals_name_their_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            ("seeds = [\"seed\"]", "seeds = [\"seed\", \"./seed\"]"),
+            "hevo.toml:4: `seeds` names two harnesses named `seed`",
+        ),
+        (
+            ("suite = \".\"", "suite = \"nope\"\nsetup = [\"false\"]"),
+            "hevo.toml:4: `setup` `false` failed (exit status: 1) and the suite",
+        ),
+        (
+            ("seed = 11", "seed = 11\nrun_dir = \"README.md\""),
+            "hevo.toml:6: `run_dir` is a file, not a folder",
+        ),
+    ];
+    for (i, (edit, needle)) in cases.into_iter().enumerate() {
+        let dir = tmp.path().join(format!("c{i}"));
+        threshold_copy(&dir, &[edit]);
+        let o = run(&dir, &["--no-progress"]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(needle), "`{needle}` not in: {e}");
+    }
+}

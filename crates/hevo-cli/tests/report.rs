@@ -910,3 +910,76 @@ fn report_out_refuses_what_is_not_a_regular_file() {
         "old"
     );
 }
+
+/// A run whose `search.json` or a `candidate.toml` was edited into something unparsable
+/// made `status`, `show` and `report` exit 1 (an internal failure) with the parser's words
+/// only. They are the user's to mend: exit 2, naming the file and how to get it back.
+#[test]
+fn a_damaged_run_file_is_named_with_how_to_get_it_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let record = copy_of_run(tmp.path(), "record");
+    std::fs::write(record.join("search.json"), "{x").unwrap();
+    let meta = copy_of_run(tmp.path(), "meta");
+    let first = std::fs::read_dir(meta.join("archive/candidates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min()
+        .unwrap();
+    std::fs::write(first.join("candidate.toml"), "name = [").unwrap();
+    for (run, needle) in [
+        (
+            &record,
+            "run the same `hevo run` command again, which writes it anew",
+        ),
+        (&meta, "restore it from a copy of the run"),
+    ] {
+        for cmd in ["status", "report"] {
+            let o = hevo().arg(cmd).arg(run).output().unwrap();
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd}: {e}");
+            assert!(
+                e.contains("is not as hevo wrote it") && e.contains(needle),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// `hevo finalize` reads the hevo.toml the search recorded; moved away, the error said
+/// "pass a directory holding hevo.toml, or the file itself", which finalize cannot take.
+/// It names the recorded path and where it is recorded.
+#[test]
+fn finalize_names_the_config_the_search_recorded_when_it_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("threshold");
+    let o = Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("threshold"))
+        .arg(&config)
+        .status()
+        .unwrap();
+    assert!(o.success());
+    let run = config.join("runs/t");
+    let done = hevo()
+        .args(["run", "--no-progress", "--iterations", "1", "--run-dir"])
+        .arg(&run)
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::rename(config.join("hevo.toml"), config.join("moved.toml")).unwrap();
+    let o = hevo().arg("finalize").arg(&run).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("the hevo.toml this search ran with")
+            && e.contains("as `config_file`")
+            && e.contains("put the file back there"),
+        "{e}"
+    );
+    assert!(!e.contains("pass a directory holding hevo.toml"), "{e}");
+}

@@ -57,10 +57,18 @@ impl RunConfig {
 }
 
 impl RunConfig {
-    /// Why `run_dir` cannot hold this config's run, if it cannot: it is the folder of
-    /// `hevo.toml` or holds it, the suite or a seed (the run's hevo.db, archive/ and traces
-    /// would be written among them). The message follows the key or flag that named it.
+    /// Why `run_dir` cannot hold this config's run, if it cannot: it is a file, or the
+    /// folder of `hevo.toml` or one holding it, the suite or a seed (the run's hevo.db,
+    /// archive/ and traces would be written among them). The message follows the key or
+    /// flag that named it.
     pub fn run_dir_problem(&self, file: &Path, run_dir: &Path) -> Option<String> {
+        if run_dir.exists() && !run_dir.is_dir() {
+            return Some(
+                "is a file, not a folder: give the folder the run is kept in (it is made \
+                 when missing), e.g. runs/<name>"
+                    .into(),
+            );
+        }
         // A folder that does not exist yet holds nothing.
         let run = run_dir.canonicalize().ok()?;
         let config_dir = file.parent().unwrap_or(Path::new("."));

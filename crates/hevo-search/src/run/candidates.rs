@@ -25,9 +25,18 @@ pub(super) fn archive_seeds(
         let harness = Harness::load(&dir).map_err(|e| SearchError::User(e.to_string()))?;
         let name = hevo_runtime::eval::sanitize(&harness.name);
         if candidates.iter().any(|c| c.meta.name == name) {
-            return Err(SearchError::User(format!(
-                "two seeds are named `{name}`: give each seed a distinct `name` in its harness.toml"
-            )));
+            return Err(SearchError::User(
+                crate::config::ConfigError::invalid_at_line(
+                    config_file,
+                    "seeds",
+                    format!(
+                        "names two harnesses named `{name}` (the second: `{}`): give each \
+                         seed a distinct `name` in its harness.toml",
+                        dir.display()
+                    ),
+                )
+                .to_string(),
+            ));
         }
         let meta = CandidateMeta {
             name: name.clone(),

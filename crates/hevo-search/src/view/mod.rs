@@ -228,6 +228,20 @@ pub enum ViewError {
         /// What went wrong.
         message: String,
     },
+    /// A file of the run that hevo writes whole (atomically) does not parse: it was edited
+    /// or damaged after hevo wrote it.
+    #[error(
+        "`{}` is not as hevo wrote it ({message}); was it edited? {fix}",
+        path.display()
+    )]
+    Unparsable {
+        /// The file.
+        path: PathBuf,
+        /// What the parser found.
+        message: String,
+        /// How to get it back.
+        fix: &'static str,
+    },
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] hevo_runtime::store::StoreError),
@@ -237,7 +251,10 @@ fn known_runs(known: &[String]) -> String {
     if known.is_empty() {
         "there is no run directory next to it either; pass the directory `hevo run` printed".into()
     } else {
-        format!("run directories next to it: {}", known.join(", "))
+        format!(
+            "pass one of the run directories found: {}",
+            known.join(", ")
+        )
     }
 }
 
@@ -255,7 +272,8 @@ impl ViewError {
         match self {
             ViewError::NotARun { .. }
             | ViewError::EvalRun { .. }
-            | ViewError::UnknownCandidate { .. } => true,
+            | ViewError::UnknownCandidate { .. }
+            | ViewError::Unparsable { .. } => true,
             ViewError::Store(e) => e.is_user_error(),
             _ => false,
         }

@@ -53,7 +53,8 @@ pub fn list_runs(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `Ok` when `dir` is a run directory, else the error naming the run directories next to it.
+/// `Ok` when `dir` is a run directory, else the error naming the run directories in its
+/// `runs/` (`dir` is then the folder of a `hevo.toml`) or, without any, next to it.
 pub fn require_run(dir: &Path) -> Result<(), ViewError> {
     if is_run(dir) {
         return Ok(());
@@ -67,12 +68,15 @@ pub fn require_run(dir: &Path) -> Result<(), ViewError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let inside = list_runs(&dir.join("runs"));
+    let known = if inside.is_empty() {
+        list_runs(parent)
+    } else {
+        inside
+    };
     Err(ViewError::NotARun {
         path: dir.to_path_buf(),
-        known: list_runs(parent)
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
+        known: known.iter().map(|p| p.display().to_string()).collect(),
     })
 }
 
@@ -99,7 +103,11 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
     for (seq, dir_name, cdir) in dirs {
         let meta_path = cdir.join("candidate.toml");
         let meta: CandidateMeta = match std::fs::read_to_string(&meta_path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| read_err(&meta_path)(e.to_string()))?,
+            Ok(text) => toml::from_str(&text).map_err(|e| ViewError::Unparsable {
+                path: meta_path.clone(),
+                message: e.message().to_string(),
+                fix: "restore it from a copy of the run, or start a new run directory",
+            })?,
             // Being renamed into place right now: skip it this time.
             Err(_) => continue,
         };
@@ -171,9 +179,14 @@ pub(super) fn open(dir: &Path) -> Result<RunView, ViewError> {
 
     let record_path = dir.join(RECORD_FILE);
     let record: Option<SearchRecord> = match std::fs::read(&record_path) {
-        Ok(b) => {
-            Some(serde_json::from_slice(&b).map_err(|e| read_err(&record_path)(e.to_string()))?)
-        }
+        Ok(b) => Some(
+            serde_json::from_slice(&b).map_err(|e| ViewError::Unparsable {
+                path: record_path.clone(),
+                message: e.to_string(),
+                fix: "run the same `hevo run` command again, which writes it anew from the \
+                      store and the archive",
+            })?,
+        ),
         Err(_) => None,
     };
     let test = read_test(&dir.join("test"), record.as_ref())?;
