@@ -68,7 +68,7 @@ default_model = "{model}"
 name = "scripted"
 kind = "{kind}"
 base_url = "{base}"
-api_key_env = "HEVO_TEST_SCRIPTED_KEY"
+api_key_env = "HEVO_TEST_SCRIPTED_API_KEY"
 [[model.models]]
 name = "{model}"
 backend = "scripted"
@@ -101,7 +101,7 @@ fn run_preset(preset: &str) {
     let out = hevo()
         .args(["run", "--json", "--no-progress", "--jobs", "2"])
         .arg(&dir)
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .env("HEVO_TEST_SCRIPTED_API_KEY", "upstream-secret")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -165,7 +165,7 @@ fn a_missing_agent_is_refused_before_phase_0() {
         .args(["run", "--no-progress"])
         .arg(&dir)
         .env("PATH", tmp.path())
-        .env("HEVO_TEST_SCRIPTED_KEY", "k")
+        .env("HEVO_TEST_SCRIPTED_API_KEY", "k")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

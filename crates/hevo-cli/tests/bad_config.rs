@@ -204,14 +204,14 @@ fn a_missing_provider_key_is_named_by_its_line_before_any_work() {
         &[(
             "[model]\n",
             "[model]\ndefault_model = \"m\"\n\n[[model.backends]]\nname = \"api\"\n\
-             kind = \"openai\"\napi_key_env = \"HEVO_TEST_NO_SUCH_KEY\"\n\n\
+             kind = \"openai\"\napi_key_env = \"HEVO_TEST_NO_SUCH_API_KEY\"\n\n\
              [[model.models]]\nname = \"m\"\nbackend = \"api\"\nupstream_model = \"gpt-4o-mini\"\n",
         )],
     );
     let out = Command::new(env!("CARGO_BIN_EXE_hevo"))
         .arg("run")
         .arg(&dir)
-        .env_remove("HEVO_TEST_NO_SUCH_KEY")
+        .env_remove("HEVO_TEST_NO_SUCH_API_KEY")
         .output()
         .unwrap();
     refused_before_work(
@@ -219,13 +219,13 @@ fn a_missing_provider_key_is_named_by_its_line_before_any_work() {
         &dir,
         &[
             "hevo.toml:14: `model.backends.0.api_key_env` (backend `api`)",
-            "export HEVO_TEST_NO_SUCH_KEY=<your key>",
+            "export HEVO_TEST_NO_SUCH_API_KEY=<your key>",
         ],
     );
     let text = std::fs::read_to_string(dir.join("hevo.toml"))
         .unwrap()
         .replace(
-            "kind = \"openai\"\napi_key_env = \"HEVO_TEST_NO_SUCH_KEY\"",
+            "kind = \"openai\"\napi_key_env = \"HEVO_TEST_NO_SUCH_API_KEY\"",
             "kind = \"anthropic\"",
         );
     std::fs::write(dir.join("hevo.toml"), text).unwrap();

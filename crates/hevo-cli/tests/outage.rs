@@ -141,7 +141,7 @@ fn search(dir: &Path, port: u16, role: &str) {
              [proposer]\nkind = \"agent\"\ncommand = [\"sh\", \"{agent}\"]\n\
              [model]\ndefault_model = \"m\"\n\
              [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
-             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
+             base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_API_KEY\"\n\
              max_retries = 0\n\
              [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
              [model.prices.\"up\"]\nfree = true\n",
@@ -156,7 +156,7 @@ fn run(dir: &Path) -> Output {
         .args(["run", "--json", "--jobs", "2"])
         .arg(dir)
         .env("HEVO_SANDBOX", "off")
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .env("HEVO_TEST_SCRIPTED_API_KEY", "upstream-secret")
         .output()
         .unwrap()
 }
@@ -305,7 +305,7 @@ fn a_run_named_test_keeps_its_smoke_and_test_split_calls_apart() {
         .arg(&run_dir)
         .arg(&dir)
         .env("HEVO_SANDBOX", "off")
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .env("HEVO_TEST_SCRIPTED_API_KEY", "upstream-secret")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -396,7 +396,7 @@ fn eval_two_calls(dir: &Path) -> Output {
         .arg(dir.join("ev"))
         .args(["--no-progress", "--json", "--jobs", "1"])
         .env("HEVO_SANDBOX", "off")
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .env("HEVO_TEST_SCRIPTED_API_KEY", "upstream-secret")
         .output()
         .unwrap()
 }

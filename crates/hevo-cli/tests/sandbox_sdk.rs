@@ -92,7 +92,7 @@ seeds = ["h"]
 name = "closed"
 kind = "anthropic"
 base_url = "http://127.0.0.1:9"
-api_key_env = "HEVO_TEST_UNUSED_KEY"
+api_key_env = "HEVO_TEST_UNUSED_API_KEY"
 [[model.models]]
 name = "claude-test"
 backend = "closed"
@@ -105,7 +105,7 @@ output = 4.0
     let out = eval_command(d.path())
         .arg("--model-config")
         .arg(&config)
-        .env("HEVO_TEST_UNUSED_KEY", "unused")
+        .env("HEVO_TEST_UNUSED_API_KEY", "unused")
         .env("HEVO_SANDBOX", "require")
         .output()
         .unwrap();

@@ -82,7 +82,7 @@ no_cache = true
 name = "scripted"
 kind = "anthropic"
 base_url = "http://127.0.0.1:{}"
-api_key_env = "HEVO_TEST_SCRIPTED_KEY"
+api_key_env = "HEVO_TEST_SCRIPTED_API_KEY"
 [[model.models]]
 name = "claude-test"
 backend = "scripted"
@@ -97,7 +97,7 @@ output = 4.0
     let mut child = eval_command(d.path())
         .arg("--model-config")
         .arg(&config)
-        .env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret")
+        .env("HEVO_TEST_SCRIPTED_API_KEY", "upstream-secret")
         // this test is about the gateway and signals; the sandbox's relay to the gateway is
         // tested in sandbox_sdk.rs
         .env("HEVO_SANDBOX", "off")

@@ -26,7 +26,7 @@ use support::upstream::PythonServer;
 /// provider key would be.
 fn hevo() -> Command {
     let mut hevo = Command::new(env!("CARGO_BIN_EXE_hevo"));
-    hevo.env("HEVO_TEST_SCRIPTED_KEY", "upstream-secret");
+    hevo.env("HEVO_TEST_SCRIPTED_API_KEY", "upstream-secret");
     hevo
 }
 
@@ -609,12 +609,12 @@ fn host_ip() -> Option<String> {
 }
 
 /// A `[model]` table routing model `m` to the scripted upstream on `port` (free of charge;
-/// the upstream key from `HEVO_TEST_SCRIPTED_KEY`).
+/// the upstream key from `HEVO_TEST_SCRIPTED_API_KEY`).
 fn scripted_model(port: u16) -> String {
     format!(
         "[model]\ndefault_model = \"m\"\n\
          [[model.backends]]\nname = \"scripted\"\nkind = \"openai\"\n\
-         base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_KEY\"\n\
+         base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"HEVO_TEST_SCRIPTED_API_KEY\"\n\
          [[model.models]]\nname = \"m\"\nbackend = \"scripted\"\nupstream_model = \"up\"\n\
          [model.prices.\"up\"]\nfree = true\n"
     )

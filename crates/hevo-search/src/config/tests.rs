@@ -117,6 +117,11 @@ fn bad_values_name_the_key_and_the_fix() {
         ),
         ("setup = []", "hevo.toml:3: `setup` is empty"),
         (
+            "[[model.backends]]\nname = \"r\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"OPENROUTER_KEY\"",
+            "`model.backends.0.api_key_env` is `OPENROUTER_KEY`, a name hevo does not keep \
+             secret: name the variable so it ends in `_API_KEY`",
+        ),
+        (
             "[model.caps.trial]\nmax_cost_usd = nan",
             "hevo.toml:4: `model.caps.trial.max_cost_usd` is NaN",
         ),

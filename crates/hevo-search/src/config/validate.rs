@@ -288,6 +288,26 @@ impl RunConfig {
             ));
         }
         if let Some(layer) = &self.model {
+            for (i, backend) in layer.backends.iter().enumerate() {
+                let Some(var) = backend.api_key_env.as_deref() else {
+                    continue;
+                };
+                if !hevo_runtime::custody::is_secret_name(var) {
+                    // Custody hides variables by name at start-up, before the config is read:
+                    // one it does not know stays in the environment of every helper hevo
+                    // starts (`setup`, `git`, `pip`, Slurm's commands).
+                    return Err(bad(
+                        &format!("model.backends.{i}.api_key_env"),
+                        format!(
+                            "is `{var}`, a name hevo does not keep secret: name the variable \
+                             so it ends in `_API_KEY` (or `_AUTH_TOKEN`, `_ACCESS_TOKEN`, \
+                             `_SECRET_KEY`, `_SESSION_TOKEN`), e.g. `{}_API_KEY`, and export \
+                             the key under that name",
+                            var.trim_end_matches("_KEY").trim_end_matches('_')
+                        ),
+                    ));
+                }
+            }
             for (scope, caps) in [("trial", &layer.caps.trial), ("run", &layer.caps.run)] {
                 if let Some(v) = caps.max_cost_usd.filter(|v| !(v.is_finite() && *v >= 0.0)) {
                     // A NaN cap is never reached: the run would spend without a limit.
