@@ -104,14 +104,25 @@ impl RunKind {
         }
     }
 
-    /// How a message names a run of this kind, from its stored word.
-    fn describe(stored: &str) -> String {
-        match stored {
-            "search" => "a `hevo run` search".into(),
-            "smoke" => "a search's smoke test".into(),
-            "finalize" => "a search's test-split evaluation".into(),
-            "eval" => "a `hevo eval` run".into(),
-            other => format!("a `{other}` run"),
+    /// The kind stored as `word`, if it is one.
+    fn stored(word: &str) -> Option<RunKind> {
+        [
+            RunKind::Search,
+            RunKind::Smoke,
+            RunKind::Finalize,
+            RunKind::Eval,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == word)
+    }
+
+    /// How a message names a run of this kind.
+    fn describe(self) -> &'static str {
+        match self {
+            RunKind::Search => "a `hevo run` search",
+            RunKind::Smoke => "a search's smoke test",
+            RunKind::Finalize => "a search's test-split evaluation",
+            RunKind::Eval => "a `hevo eval` run",
         }
     }
 }
@@ -125,13 +136,14 @@ pub fn run_kind_problem(run_dir: &Path, kind: RunKind) -> Option<String> {
     if stored == kind.as_str() {
         return None;
     }
+    let held = RunKind::stored(&stored)
+        .map_or_else(|| format!("a `{stored}` run"), |k| k.describe().to_string());
     Some(format!(
-        "run directory `{}` holds {} (its hevo.db), and {} cannot share its store: pass \
+        "run directory `{}` holds {held} (its hevo.db), and {} cannot share its store: pass \
          another run directory (--run-dir), one that is new or holds an earlier run of the \
          same command",
         run_dir.display(),
-        RunKind::describe(&stored),
-        RunKind::describe(kind.as_str())
+        kind.describe()
     ))
 }
 
