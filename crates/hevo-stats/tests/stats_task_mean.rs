@@ -151,3 +151,43 @@ fn the_interval_stays_between_its_bounds() {
     assert_eq!(e.se, 0.0);
     assert!((e.ci_low - lo).abs() < 1e-12 && e.ci_low < 0.9, "{e:?}");
 }
+
+/// The interval `hevo eval` prints always holds its point, for every `k` passed of `n`
+/// tasks (`n` up to 400, each `k`), through [`wilson`] and through [`task_mean`] with one and
+/// with several trials: `0 <= ci_low <= pass rate <= ci_high <= 1`, with `ci_low` exactly 0
+/// when nothing passes and `ci_high` exactly 1 when everything does. Before, rounding put
+/// `ci_low` at 5.55e-17 for 0 of 3 and `ci_high` at 0.9999999999999999 for 13 of 13.
+#[test]
+fn the_interval_holds_its_point_exactly_at_the_ends() {
+    let check = |p: f64, (lo, hi): (f64, f64), what: &str| {
+        assert!(
+            0.0 <= lo && lo <= p && p <= hi && hi <= 1.0,
+            "{what}: [{lo:e}, {hi:e}] around {p:e}"
+        );
+        if p == 0.0 {
+            assert_eq!(lo, 0.0, "{what}");
+        }
+        if p == 1.0 {
+            assert_eq!(hi, 1.0, "{what}");
+        }
+    };
+    for n in 1..=400usize {
+        for k in 0..=n {
+            let p = k as f64 / n as f64;
+            check(p, wilson(p, n as f64), &format!("wilson {k} of {n}"));
+            if n <= 60 {
+                let xs: Vec<f64> = (0..n).map(|i| f64::from(u8::from(i < k))).collect();
+                for trials in [1, 3] {
+                    let e = task_mean(&xs, trials);
+                    check(
+                        e.value,
+                        (e.ci_low, e.ci_high),
+                        &format!("task_mean {k} of {n}, {trials} trials"),
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(wilson(0.0, 3.0).0, 0.0);
+    assert_eq!(wilson(1.0, 13.0).1, 1.0);
+}
