@@ -11,7 +11,7 @@ use hevo_stats::synth::SynthParams;
 use hevo_strategy::frontier::Frontier;
 use hevo_strategy::matches::Matches;
 use hevo_strategy::matrix::{MatrixError, MAX_CELLS};
-use hevo_strategy::replay::{self, Matrix, ReplayConfig};
+use hevo_strategy::replay::{self, Matrix, ReplayConfig, MAX_SEEDS};
 use hevo_strategy::strategy::StrategyKind;
 use hevo_strategy::vocab::{parse_estimator, parse_pi, StrategyName, StrategyOptions, UnknownName};
 
@@ -116,10 +116,12 @@ pub struct Args {
     /// New candidates per iteration.
     #[arg(long, default_value_t = 3, value_parser = count::<usize>)]
     pub per_iter: usize,
-    /// Number of seeds (FIRST_SEED..FIRST_SEED+SEEDS); results are means over seeds.
+    /// Number of seeds, 1 to 100000 (FIRST_SEED..FIRST_SEED+SEEDS); results are means over
+    /// seeds.
     #[arg(long, default_value_t = 50, value_parser = count::<u64>)]
     pub seeds: u64,
-    /// The first seed (e.g. 100 to report on seeds no constant was tuned on).
+    /// The first seed (e.g. 100 to report on seeds no constant was tuned on); the last seed,
+    /// FIRST_SEED+SEEDS-1, is at most 18446744073709551615.
     #[arg(long, default_value_t = 0, value_parser = count::<u64>)]
     pub first_seed: u64,
     /// Do not split tasks into val and test: val = test = all tasks.
@@ -219,9 +221,14 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
     if let Some(bad) = args.rho.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
         return Err(CliError::user(format!("--rho {bad} must be in (0, 1]")));
     }
+    if !(1..=MAX_SEEDS).contains(&args.seeds) {
+        return Err(CliError::user(format!(
+            "--seeds {} is out of range: give 1 to {MAX_SEEDS} seeds",
+            args.seeds
+        )));
+    }
     for (flag, n) in [
         ("--per-iter", args.per_iter as u64),
-        ("--seeds", args.seeds),
         ("--mc-draws", args.mc_draws as u64),
         ("--minibatch", args.minibatch as u64),
         ("--threads", args.threads.map_or(1, |t| t as u64)),
@@ -230,7 +237,8 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             return Err(CliError::user(format!("{flag} must be at least 1")));
         }
     }
-    if args.first_seed.checked_add(args.seeds).is_none() {
+    // The last seed is first + seeds - 1: u64::MAX itself is a seed.
+    if args.first_seed.checked_add(args.seeds - 1).is_none() {
         return Err(CliError::user(format!(
             "--first-seed {} with --seeds {} runs past the largest seed, {}; give a smaller \
              --first-seed",
@@ -310,6 +318,14 @@ pub fn run_cmd(args: Args) -> Result<ExitCode, CliError> {
             ));
         }
         matrix = matrix.with_synthetic_costs(&params, args.synth_seed);
+    }
+    if let Some(problem) = matrix.cost_problem() {
+        // Files are checked as they are read: these costs are --synth-cost's.
+        return Err(CliError::user(format!(
+            "{}: the costs drawn cannot be replayed: {problem}; give smaller values (e.g. \
+             --synth-cost 1.0 --synth-cost-candidate 0.5 --synth-cost-fail 3)",
+            synth_cost_flags(&args)
+        )));
     }
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -407,6 +423,21 @@ fn synth_params(args: &Args) -> Result<SynthParams, CliError> {
         p.failure_cost = f;
     }
     Ok(p)
+}
+
+/// The `--synth-cost*` options given, as typed (e.g. `--synth-cost 1 --synth-cost-fail
+/// 1e308`), for an error about the costs they drew.
+fn synth_cost_flags(args: &Args) -> String {
+    [
+        ("--synth-cost", args.synth_cost),
+        ("--synth-cost-corr", args.synth_cost_corr),
+        ("--synth-cost-candidate", args.synth_cost_candidate),
+        ("--synth-cost-fail", args.synth_cost_fail),
+    ]
+    .iter()
+    .filter_map(|(flag, v)| v.map(|v| format!("{flag} {v:?}")))
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// `v`, the value of the spread `flag`, when it is finite and at least 0; else a user error

@@ -12,6 +12,12 @@ use rand_chacha::ChaCha8Rng;
 /// anything is allocated.
 pub const MAX_CELLS: usize = 10_000_000;
 
+/// The most all the costs of a matrix may add up to (in its unit, e.g. dollars). A replay
+/// sums the costs of a seed's cells and averages those sums over up to
+/// [`crate::replay::MAX_SEEDS`] seeds: below this bound no sum overflows to infinity (which
+/// would print `NaN` shares), and no real log comes near it.
+pub const MAX_TOTAL_COST: f64 = 1e100;
+
 /// A complete candidate x task outcome matrix, with optional per-cell cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix {
@@ -446,6 +452,44 @@ impl Matrix {
         }
     }
 
+    /// Why the costs cannot be replayed, if they cannot: a cell whose cost is not a finite
+    /// number >= 0, or costs adding up to more than [`MAX_TOTAL_COST`] (a seed's total would
+    /// overflow, and its shares print `NaN`). `None` without costs.
+    pub fn cost_problem(&self) -> Option<String> {
+        let cost = self.cost.as_ref()?;
+        let (mut total, mut dearest) = (0.0, (0, 0));
+        for (c, row) in cost.iter().enumerate() {
+            for (t, &k) in row.iter().enumerate() {
+                if !(k.is_finite() && k >= 0.0) {
+                    return Some(format!(
+                        "candidate `{}`, task `{}` costs {k}, not a finite number >= 0",
+                        self.candidates[c], self.tasks[t]
+                    ));
+                }
+                total += k;
+                if k > cost[dearest.0][dearest.1] {
+                    dearest = (c, t);
+                }
+            }
+        }
+        if total <= MAX_TOTAL_COST {
+            return None;
+        }
+        let (c, t) = dearest;
+        Some(format!(
+            "the costs add up past {MAX_TOTAL_COST:e}, the most a replay sums without \
+             overflowing (to {}; candidate `{}`, task `{}` alone costs {:e})",
+            if total.is_finite() {
+                format!("{total:e}")
+            } else {
+                format!("more than {:e}", f64::MAX)
+            },
+            self.candidates[c],
+            self.tasks[t],
+            cost[c][t]
+        ))
+    }
+
     /// A seeded synthetic Rasch matrix ([`hevo_stats::synth::rasch_matrix`]), with its
     /// per-cell costs when the model has any (`cost_log_sd > 0`).
     pub fn synthetic(
@@ -474,6 +518,8 @@ fn parse_with_costs(
     cost: Option<(&str, &str)>,
 ) -> Result<(Matrix, usize), MatrixError> {
     let p = origin.to_string();
+    // The file that gave the costs (or most of them): the cost file when there is one.
+    let costs_from = cost.map_or(origin, |(_, o)| o).to_string();
     let (cands, tasks, cells) = parse_text(text, origin, true)?;
     let (nc, nt) = (cands.len(), tasks.len());
     let mut outcomes = vec![vec![0.0; nt]; nc];
@@ -508,11 +554,18 @@ fn parse_with_costs(
     if let Some((cost_text, cost_origin)) = cost {
         let q = cost_origin.to_string();
         let (cc, ct, ccells) = parse_text(cost_text, cost_origin, false)?;
+        // Names to rows and columns by hash: a search per cost cell would take time
+        // quadratic in the number of tasks.
+        let index = |names: &[String]| -> HashMap<String, usize> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect()
+        };
+        let (cand_at, task_at) = (index(&cands), index(&tasks));
         for ((c, t), cell) in ccells {
-            let (Some(ci), Some(ti)) = (
-                cands.iter().position(|x| *x == cc[c]),
-                tasks.iter().position(|x| *x == ct[t]),
-            ) else {
+            let (Some(&ci), Some(&ti)) = (cand_at.get(&cc[c]), task_at.get(&ct[t])) else {
                 return Err(MatrixError::File {
                     path: q,
                     message: format!(
@@ -565,5 +618,11 @@ fn parse_with_costs(
         outcomes,
         cost,
     };
+    if let Some(problem) = matrix.cost_problem() {
+        return Err(MatrixError::File {
+            path: costs_from,
+            message: format!("{problem}; give the costs in a smaller unit (e.g. dollars)"),
+        });
+    }
     Ok((matrix, overridden))
 }

@@ -12,7 +12,7 @@ use std::fmt;
 
 use hevo_stats::design::Strata;
 use hevo_stats::estimate::Estimate;
-use hevo_stats::rank::{rank_of, spearman};
+use hevo_stats::rank::{rank_of, spearman_within};
 use hevo_stats::weights::WeightParams;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -27,6 +27,11 @@ pub const CAVEAT: &str = "Replay cannot show overfitting of a fixed subset: logg
 do not react to feedback, so a strategy that reuses one subset (fixed) looks better here than \
 in a live search.";
 
+/// The most seeds `hevo replay` runs (`--seeds`): 100,000, a thousand times the 100 its
+/// reported tables average over. Each seed's results are kept until the means are taken,
+/// about 100 bytes per seed and strategy.
+pub const MAX_SEEDS: u64 = 100_000;
+
 /// One seed's per-strategy results, oracle test, val-best's test, number of val tasks.
 type SeedOut = (Vec<SeedResult>, f64, f64, usize);
 
@@ -39,7 +44,8 @@ pub struct ReplayConfig {
     pub rho: f64,
     /// New candidates per iteration.
     pub per_iter: usize,
-    /// Number of seeds (`first_seed..first_seed + seeds`, which must fit in a `u64`).
+    /// Number of seeds (`first_seed..first_seed + seeds`, the last of which must fit in a
+    /// `u64`: `first_seed` = `u64::MAX` replays that seed alone with `seeds` = 1).
     pub seeds: u64,
     /// The first seed (0 by default; e.g. 100 to report on seeds no constant was tuned on).
     pub first_seed: u64,
@@ -65,8 +71,9 @@ pub struct StrategyRow {
     pub val: f64,
     /// Test score of the pick.
     pub test: f64,
-    /// Spearman of estimates vs true val scores over the non-Phase-0 candidates, over the
-    /// seeds where it is defined (`NaN`, `null` in JSON, when every seed ties).
+    /// Spearman of estimates vs true val scores over the non-Phase-0 candidates (scores
+    /// within 1e-9 of each other tie, so estimates equal to the truth up to rounding give
+    /// 1), over the seeds where it is defined (`NaN`, `null` in JSON, when every seed ties).
     pub spearman: f64,
     /// Share of full-search evaluations used.
     pub evals_share: f64,
@@ -205,9 +212,13 @@ struct SeedResult {
     pick_width: f64,
 }
 
+/// Scores closer than this are equal up to rounding: an estimate summed in another order
+/// than the truth differs from it by a few ulps.
+const ROUNDING: f64 = 1e-9;
+
 /// Whether `[e.ci_low, e.ci_high]` contains `truth` (up to rounding).
 fn covers(e: &Estimate, truth: f64) -> bool {
-    e.ci_low - 1e-9 <= truth && truth <= e.ci_high + 1e-9
+    e.ci_low - ROUNDING <= truth && truth <= e.ci_high + ROUNDING
 }
 
 /// The name that seeds a strategy: `coevolve` for every estimator variant.
@@ -280,7 +291,8 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
             .collect();
         let pi = outcome.pick_interval;
         let sp = if nc - n0 >= 2 {
-            spearman(&est[n0..], &truth[n0..])
+            // Ties up to rounding: estimates equal to the truth correlate 1 with it.
+            spearman_within(&est[n0..], &truth[n0..], ROUNDING)
         } else {
             f64::NAN
         };
@@ -318,6 +330,24 @@ fn run_seed(m: &Matrix, cfg: &ReplayConfig, seed: u64) -> SeedOut {
     (out, oracle_test, test_s[best_val], val.len())
 }
 
+/// The seeds `first..first + count`, ending at `u64::MAX` inclusive (`first` = `u64::MAX`
+/// and `count` = 1 is the last seed alone), without allocating them.
+///
+/// # Panics
+///
+/// If the range runs past `u64::MAX` (`hevo replay` refuses such a `--first-seed` first).
+fn seed_range(first: u64, count: u64) -> impl Iterator<Item = u64> + Clone {
+    let last = match count {
+        0 => None,
+        n => Some(
+            first
+                .checked_add(n - 1)
+                .expect("replay: the seeds first_seed..first_seed + seeds must fit in a u64"),
+        ),
+    };
+    last.into_iter().flat_map(move |last| first..=last)
+}
+
 /// Runs the replay (seeds in parallel over `threads` workers) and averages over seeds.
 pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
     run_observed(m, cfg, &|| {})
@@ -326,22 +356,18 @@ pub fn run(m: &Matrix, cfg: &ReplayConfig) -> ReplayReport {
 /// [`run`], calling `seed_done` from the worker threads each time a seed finishes (every
 /// strategy replayed on it), for progress lines on long replays.
 pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync)) -> ReplayReport {
-    let end = cfg
-        .first_seed
-        .checked_add(cfg.seeds)
-        .expect("replay: first_seed + seeds must fit in a u64");
-    let seeds: Vec<u64> = (cfg.first_seed..end).collect();
-    let threads = cfg.threads.max(1).min(seeds.len().max(1));
+    let seeds = seed_range(cfg.first_seed, cfg.seeds);
+    let count = usize::try_from(cfg.seeds).unwrap_or(usize::MAX);
+    let threads = cfg.threads.max(1).min(count.max(1));
     let mut results: Vec<(u64, SeedOut)> = Vec::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|w| {
-                let seeds = &seeds;
+                let seeds = seeds.clone();
                 scope.spawn(move || {
                     seeds
-                        .iter()
-                        .filter(|s| (**s as usize) % threads == w)
-                        .map(|&s| {
+                        .filter(|s| (*s as usize) % threads == w)
+                        .map(|s| {
                             let out = run_seed(m, cfg, s);
                             seed_done();
                             (s, out)
@@ -363,11 +389,15 @@ pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync
         .iter()
         .enumerate()
         .map(|(k, kind)| {
-            let col = |f: &dyn Fn(&SeedResult) -> f64| -> f64 {
+            // The mean over the seeds where `f` is defined: every seed, but for the Spearman
+            // column, undefined (`NaN`) where every score ties. Any other column counts every
+            // seed, so that a seed whose column came out infinite or `NaN` shows in the mean
+            // instead of leaving it silently.
+            let mean_over = |f: &dyn Fn(&SeedResult) -> f64, defined: fn(f64) -> bool| -> f64 {
                 let v: Vec<f64> = results
                     .iter()
                     .map(|(_, r)| f(&r.0[k]))
-                    .filter(|x| x.is_finite())
+                    .filter(|&x| defined(x))
                     .collect();
                 if v.is_empty() {
                     f64::NAN
@@ -375,6 +405,7 @@ pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync
                     v.iter().sum::<f64>() / v.len() as f64
                 }
             };
+            let col = |f: &dyn Fn(&SeedResult) -> f64| mean_over(f, |_| true);
             let ranks: Vec<f64> = results.iter().map(|(_, r)| r.0[k].rank).collect();
             let rm = ranks.iter().sum::<f64>() / n;
             let rsd = if ranks.len() > 1 {
@@ -394,7 +425,7 @@ pub fn run_observed(m: &Matrix, cfg: &ReplayConfig, seed_done: &(dyn Fn() + Sync
                 rank: rm,
                 val: col(&|r| r.val),
                 test: col(&|r| r.test),
-                spearman: col(&|r| r.spearman),
+                spearman: mean_over(&|r| r.spearman, f64::is_finite),
                 evals_share: col(&|r| r.evals_share),
                 cost_share: m.cost.as_ref().map(|_| col(&|r| r.cost_share)),
                 top1: col(&|r| r.top1),

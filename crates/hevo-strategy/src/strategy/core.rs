@@ -1,5 +1,7 @@
 //! What every strategy needs: tasks, cached observations, task statistics, estimates.
 
+use std::collections::HashSet;
+
 use hevo_stats::design::Strata;
 use hevo_stats::estimate::{combine_strata, sample_mean, Estimate};
 use hevo_stats::weights::{TaskStats, WeightParams};
@@ -60,17 +62,19 @@ impl Core {
         }
     }
 
-    /// Evaluates the cells not yet observed (deduplicated), records them; returns how many
-    /// were evaluated.
+    /// Evaluates the cells not yet observed (deduplicated, in their first order), records
+    /// them; returns how many were evaluated. Linear in `cells`: a whole evaluation of a
+    /// candidate is one request of every task.
     pub(crate) fn observe(
         &mut self,
         oracle: &mut dyn Oracle,
         cells: &[(CandidateId, usize)],
     ) -> usize {
         let mut todo: Vec<(CandidateId, usize)> = Vec::new();
+        let mut asked: HashSet<(CandidateId, usize)> = HashSet::new();
         for &(c, t) in cells {
             self.ensure(c);
-            if self.obs[c][t].is_none() && !todo.contains(&(c, t)) {
+            if self.obs[c][t].is_none() && asked.insert((c, t)) {
                 todo.push((c, t));
             }
         }

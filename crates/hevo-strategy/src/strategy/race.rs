@@ -1,5 +1,7 @@
 //! `race` and `default`: paired racing under one global budget.
 
+use std::collections::HashSet;
+
 use hevo_stats::design::NestedPoisson;
 use hevo_stats::estimate::{
     combine_strata, greg_poisson, unseen_difference_se, Design, Estimate, Unit,
@@ -87,6 +89,7 @@ impl Race {
         let batch = self.batch();
         let r = self.racers[c].as_ref().expect("racer");
         let mut cells = Vec::new();
+        let mut listed = HashSet::new();
         for (g, d) in r.designs.iter().enumerate() {
             let m = &self.core.strata.members[g];
             let n_g = m.len() as f64;
@@ -95,9 +98,10 @@ impl Race {
                 let t = m[i];
                 if self.core.obs[c][t].is_none() {
                     cells.push((c, t));
+                    listed.insert((c, t));
                 }
                 if let Some(inc) = inc {
-                    if self.core.obs[inc][t].is_none() && !cells.contains(&(inc, t)) {
+                    if self.core.obs[inc][t].is_none() && listed.insert((inc, t)) {
                         cells.push((inc, t));
                     }
                 }
@@ -315,12 +319,13 @@ impl Race {
         while !active.is_empty() && level <= self.max_levels {
             // One batch request for every active candidate at this level (parallel live).
             let mut cells = Vec::new();
+            let mut listed = HashSet::new();
             let mut raised = Vec::new();
             for &c in &active {
                 let new: Vec<(CandidateId, usize)> = self
                     .cells_for(c, level, Some(inc))
                     .into_iter()
-                    .filter(|x| !cells.contains(x))
+                    .filter(|x| !listed.contains(x))
                     .collect();
                 // Deeper levels keep every later candidate's first batch (paired with the
                 // incumbent) in reserve.
@@ -332,6 +337,7 @@ impl Race {
                 let allowed = self.budget.remaining().saturating_sub(reserve);
                 let price = self.charge(&new);
                 if price <= allowed && self.budget.try_spend(price) {
+                    listed.extend(new.iter().copied());
                     cells.extend(new);
                     raised.push(c);
                 }

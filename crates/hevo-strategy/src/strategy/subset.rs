@@ -20,6 +20,17 @@ impl Subset {
         }
         self.fixed.clone().unwrap_or_default()
     }
+
+    /// Scores `c` on the subset `s`: its raw subset mean with a Wilson interval, or, when
+    /// `s` is every task (rho 1: nothing is sampled), its exact full-set score, as `full`
+    /// scores it. A Wilson interval there would claim sampling error where there is none.
+    fn score(&mut self, c: CandidateId, s: &[usize]) {
+        if s.len() == self.core.n_tasks {
+            self.core.set_exact(c);
+        } else {
+            self.core.set_raw(c, s);
+        }
+    }
 }
 
 impl Strategy for Subset {
@@ -30,7 +41,7 @@ impl Strategy for Subset {
         // Phase-0 harnesses are scored the same way as the others (SPEC section 5).
         let s = self.subset();
         for &c in seeds {
-            self.core.set_raw(c, &s);
+            self.score(c, &s);
         }
     }
     fn iteration(&mut self, oracle: &mut dyn Oracle, candidates: &[CandidateId]) {
@@ -41,7 +52,7 @@ impl Strategy for Subset {
             .collect();
         self.core.observe(oracle, &cells);
         for &c in candidates {
-            self.core.set_raw(c, &s);
+            self.score(c, &s);
         }
     }
     fn finish(&mut self, _oracle: &mut dyn Oracle) -> Outcome {
