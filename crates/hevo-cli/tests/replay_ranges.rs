@@ -141,3 +141,39 @@ fn costs_that_overflow_exit_2_naming_their_source() {
         &["own.csv: ", "1e100"],
     );
 }
+
+/// A `--cost` file missing one cell was reported as the matrix file's gap ("good.csv:
+/// cost_usd is given for some cells but not for ..."): it names the cost file now.
+#[test]
+fn a_cost_file_missing_a_cell_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut matrix, mut costs) = (
+        String::from("candidate,task,outcome\n"),
+        String::from("candidate,task,cost_usd\n"),
+    );
+    for c in 0..4 {
+        for t in 0..6 {
+            matrix += &format!("c{c},t{t},{}\n", (c + t) % 2);
+            if (c, t) != (0, 0) {
+                costs += &format!("c{c},t{t},0.5\n");
+            }
+        }
+    }
+    let (m, k) = (
+        tmp.path().join("matrix.csv"),
+        tmp.path().join("partial.csv"),
+    );
+    std::fs::write(&m, matrix).unwrap();
+    std::fs::write(&k, costs).unwrap();
+    let err = refused(
+        &[
+            m.to_str().unwrap(),
+            "--cost",
+            k.to_str().unwrap(),
+            "--seeds",
+            "1",
+        ],
+        &["partial.csv: cost_usd is given for some cells but not for candidate `c0`, task `t0`"],
+    );
+    assert!(!err.contains("matrix.csv"), "{err}");
+}

@@ -585,8 +585,10 @@ fn parse_with_costs(
         for (c, row) in cost_m.iter().enumerate() {
             for (t, v) in row.iter().enumerate() {
                 if v.is_nan() {
+                    // Named after the file that gave the costs: a cost file missing a cell
+                    // is that file's gap, not the matrix's.
                     return Err(MatrixError::File {
-                        path: p,
+                        path: costs_from,
                         message: format!(
                             "cost_usd is given for some cells but not for candidate `{}`, \
                              task `{}`; give it for every cell or for none",
