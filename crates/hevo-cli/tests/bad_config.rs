@@ -26,15 +26,22 @@ fn run(dir: &Path, flags: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Asserts that `o` is a user error (exit 2) whose stderr holds every one of `needles`
-/// and that no work started (nothing printed about a run directory or a phase, no
-/// `runs/` beside the config); returns its stderr.
-fn refused_before_work(o: &Output, dir: &Path, needles: &[&str]) -> String {
+/// Asserts that `o` is a user error (exit 2) whose stderr holds every one of `needles`;
+/// returns its stderr.
+fn user_error(o: &Output, needles: &[&str]) -> String {
     let e = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(2), "{e}");
     for needle in needles {
         assert!(e.contains(needle), "`{needle}` not in: {e}");
     }
+    e
+}
+
+/// Asserts that `o` is a user error (exit 2) whose stderr holds every one of `needles`
+/// and that no work started (nothing printed about a run directory or a phase, no
+/// `runs/` beside the config); returns its stderr.
+fn refused_before_work(o: &Output, dir: &Path, needles: &[&str]) -> String {
+    let e = user_error(o, needles);
     for work in ["run directory:", "phase 0", "hevo: test:"] {
         assert!(!e.contains(work), "work started (`{work}`): {e}");
     }
@@ -298,11 +305,9 @@ fn a_run_directory_holding_the_config_or_another_commands_run_is_refused() {
         "--run-dir".as_ref(),
         search.as_os_str(),
     ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(
-        e.contains("holds a `hevo run` search (its hevo.db), and a `hevo eval` run cannot share"),
-        "{e}"
+    user_error(
+        &o,
+        &["holds a `hevo run` search (its hevo.db), and a `hevo eval` run cannot share"],
     );
     assert_eq!(trials(&search), before, "the search's store was written");
 
@@ -319,11 +324,9 @@ fn a_run_directory_holding_the_config_or_another_commands_run_is_refused() {
     ]);
     assert!(o.status.success(), "{o:?}");
     let o = run(&dir, &["--run-dir", evaluated.to_str().unwrap()]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(
-        e.contains("holds a `hevo eval` run (its hevo.db), and a `hevo run` search cannot"),
-        "{e}"
+    let e = user_error(
+        &o,
+        &["holds a `hevo eval` run (its hevo.db), and a `hevo run` search cannot"],
     );
     assert!(
         !evaluated.join("archive").exists(),
@@ -354,9 +357,6 @@ fn seeds_setup_and_run_dir_refusals_name_their_line() {
     for (i, (edit, needle)) in cases.into_iter().enumerate() {
         let dir = tmp.path().join(format!("c{i}"));
         threshold_copy(&dir, &[edit]);
-        let o = run(&dir, &["--no-progress"]);
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{e}");
-        assert!(e.contains(needle), "`{needle}` not in: {e}");
+        user_error(&run(&dir, &["--no-progress"]), &[needle]);
     }
 }

@@ -1,23 +1,15 @@
 //! Replay's honesty columns by seeded simulation: the coverage of `default`'s intervals, the
 //! per-attempt matrix generator and the synthetic cost model.
 
+mod support;
+
 use std::io::Write;
 
 use hevo_stats::synth::SynthParams;
-use hevo_strategy::replay::{run, Matrix, ReplayConfig, COVERAGE_TARGET};
+use hevo_strategy::replay::{run, Matrix, COVERAGE_TARGET};
 use hevo_strategy::strategy::StrategyKind;
 
-fn cfg(strategies: Vec<StrategyKind>, rho: f64, seeds: u64) -> ReplayConfig {
-    ReplayConfig {
-        strategies,
-        rho,
-        per_iter: 3,
-        seeds,
-        first_seed: 0,
-        split: true,
-        threads: 2,
-    }
-}
+use support::cfg;
 
 #[test]
 fn defaults_intervals_cover_on_near_identical_and_separable_candidates() {

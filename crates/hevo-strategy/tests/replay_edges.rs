@@ -1,23 +1,15 @@
 //! Replay at the edges of its inputs: the last seeds a `u64` holds, costs too large to sum,
 //! rho 1 (every val task seen), estimates equal to the truth and a matrix of many tasks.
 
+mod support;
+
 use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::SynthParams;
 use hevo_strategy::matrix::MAX_TOTAL_COST;
 use hevo_strategy::replay::{run, Matrix, ReplayConfig};
 use hevo_strategy::strategy::{PiMethod, StrategyKind};
 
-fn cfg(strategies: Vec<StrategyKind>, rho: f64, seeds: u64) -> ReplayConfig {
-    ReplayConfig {
-        strategies,
-        rho,
-        per_iter: 3,
-        seeds,
-        first_seed: 0,
-        split: true,
-        threads: 2,
-    }
-}
+use support::cfg;
 
 /// The matrix of `hevo replay --synth CxT` (ability spread 0.2, `--synth-seed 1`).
 fn synth(candidates: usize, tasks: usize) -> Matrix {

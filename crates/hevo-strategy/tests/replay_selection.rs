@@ -2,12 +2,16 @@
 //! candidate clearly beats them; on separable candidates it costs about rho's budget; on
 //! near-identical ones it matches GEPA's screen and beats the argmax of sampled estimates.
 
+mod support;
+
 use hevo_stats::design::{Strata, DEFAULT_MC_DRAWS};
 use hevo_stats::estimate::Estimator;
 use hevo_stats::synth::{rasch_matrix, SynthParams};
 use hevo_stats::weights::WeightParams;
-use hevo_strategy::replay::{run, Matrix, MatrixOracle, ReplayConfig, StrategyRow};
+use hevo_strategy::replay::{run, Matrix, MatrixOracle, StrategyRow};
 use hevo_strategy::strategy::{build, PiMethod, StrategyConfig, StrategyKind};
+
+use support::cfg;
 
 /// How many standard errors a sampled pick must clear the best exact score by (`Z_PICK`).
 const Z_PICK: f64 = 1.5;
@@ -16,18 +20,6 @@ fn spread(sd: f64) -> SynthParams {
     SynthParams {
         ability_spread: sd,
         ..SynthParams::near_identical()
-    }
-}
-
-fn cfg(strategies: Vec<StrategyKind>, rho: f64, seeds: u64) -> ReplayConfig {
-    ReplayConfig {
-        strategies,
-        rho,
-        per_iter: 3,
-        seeds,
-        first_seed: 0,
-        split: true,
-        threads: 2,
     }
 }
 
