@@ -166,6 +166,22 @@ impl Manifest {
                     format!("[params] `{key}` has no `values`; list the values it may take"),
                 ));
             }
+            if let Some(twice) = spec
+                .values
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| spec.values[..i].contains(v).then_some(v))
+            {
+                // A value listed twice is drawn twice as often by the params proposer.
+                return Err(invalid(
+                    &format!("params.{key}"),
+                    format!(
+                        "[params] `{key}` lists {twice} twice in its values {}; list each \
+                         value once",
+                        Value::Array(spec.values.clone())
+                    ),
+                ));
+            }
             if !spec.values.contains(&spec.default) {
                 return Err(invalid(
                     &format!("params.{key}.default"),
@@ -497,6 +513,11 @@ mod tests {
                  so give 1 to 64 characters",
             ),
             ("name = \" \"\nentry = [\"x\"]\n", 1, "`name` is empty"),
+            (
+                "entry = [\"x\"]\n[params]\nk = { values = [2, 2, 6], default = 2 }\n",
+                3,
+                "[params] `k` lists 2 twice in its values [2,2,6]",
+            ),
         ];
         for (text, line, needle) in cases {
             let err = Manifest::parse(text, path).unwrap_err().to_string();

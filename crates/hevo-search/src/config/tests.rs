@@ -117,6 +117,11 @@ fn bad_values_name_the_key_and_the_fix() {
         ),
         ("setup = []", "hevo.toml:3: `setup` is empty"),
         (
+            "[[model.models]]\nname = \"m\"\nbackend = \"nope\"",
+            "`model.models.0.backend` is `nope`, which no `[[model.backends]]` entry is named: \
+             name one of the backends (there are none)",
+        ),
+        (
             "[[model.backends]]\nname = \"r\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"OPENROUTER_KEY\"",
             "`model.backends.0.api_key_env` is `OPENROUTER_KEY`, a name hevo does not keep \
              secret: name the variable so it ends in `_API_KEY`",

@@ -288,6 +288,30 @@ impl RunConfig {
             ));
         }
         if let Some(layer) = &self.model {
+            // The gateway checks routes when it starts, but with no backend it never starts:
+            // a route to nothing would be found only by the first harness that calls it.
+            for (i, route) in layer.models.iter().enumerate() {
+                if !layer.backends.iter().any(|b| b.name == route.backend) {
+                    return Err(bad(
+                        &format!("model.models.{i}.backend"),
+                        format!(
+                            "is `{}`, which no `[[model.backends]]` entry is named: name one \
+                             of the backends ({}), or add that backend",
+                            route.backend,
+                            if layer.backends.is_empty() {
+                                "there are none".to_string()
+                            } else {
+                                layer
+                                    .backends
+                                    .iter()
+                                    .map(|b| format!("`{}`", b.name))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
             for (i, backend) in layer.backends.iter().enumerate() {
                 let Some(var) = backend.api_key_env.as_deref() else {
                     continue;
