@@ -102,8 +102,20 @@ fn bad_values_name_the_key_and_the_fix() {
         ("[executor]\nmem_mb = 8", "executor.mem_mb"),
         ("[executor]\narray_max = 0", "`executor.array_max` is 0"),
         (
-            "[executor]\nsbatch = [\"--qos=x\", \"-t 5\"]",
-            "hevo.toml:4: `executor.sbatch` has `-t 5`, which sets `--time`",
+            "[executor]\nkind = \"slurm\"\nsbatch = [\"--qos=x\", \"-t 5\"]",
+            "hevo.toml:5: `executor.sbatch` has `-t 5`, which sets `--time`",
+        ),
+        (
+            "[executor]\nsbatch = [\"--qos=x\"]",
+            "hevo.toml:4: `executor.sbatch` is set, but `executor.kind` is `local`",
+        ),
+        (
+            "[executor]\nwrapper = []\narray_throttle = 4",
+            "`executor.array_throttle` is set, but `executor.kind` is `local`",
+        ),
+        (
+            "[executor]\nkind = \"slurm\"\nwrapper = [\"\"]",
+            "`executor.wrapper` starts with an empty program",
         ),
         ("[executor]\npids = -1", "hevo.toml:4:8"),
         // Beyond what the kernel takes: every trial would fail to start, as infra_error.

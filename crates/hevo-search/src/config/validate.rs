@@ -233,6 +233,39 @@ impl RunConfig {
                 "is below 16 MB, too little for any interpreter to start: use e.g. 2048".into(),
             ));
         }
+        let ex = &self.executor;
+        if ex.kind == super::ExecutorKind::Local {
+            // Read only by the Slurm executor: set for a local one, it was likely meant to
+            // choose Slurm, and would be ignored without a word.
+            let slurm_keys = [
+                ("executor.partition", ex.partition.is_some()),
+                ("executor.account", ex.account.is_some()),
+                ("executor.sbatch", !ex.sbatch.is_empty()),
+                ("executor.wrapper", !ex.wrapper.is_empty()),
+                ("executor.array_max", ex.array_max.is_some()),
+                ("executor.array_throttle", ex.array_throttle.is_some()),
+            ];
+            if let Some((key, _)) = slurm_keys.iter().find(|(_, set)| *set) {
+                return Err(bad(
+                    key,
+                    "is set, but `executor.kind` is `local`: it is read only with kind = \
+                     \"slurm\"; set that, or remove it"
+                        .into(),
+                ));
+            }
+        }
+        if ex
+            .wrapper
+            .first()
+            .is_some_and(|program| program.trim().is_empty())
+        {
+            return Err(bad(
+                "executor.wrapper",
+                "starts with an empty program: give the command each job runs inside, e.g. \
+                 [\"apptainer\", \"exec\", \"img.sif\"], or remove it"
+                    .into(),
+            ));
+        }
         for entry in &self.executor.sbatch {
             if let Some((option, instead)) = hevo_runtime::slurm::hevo_sets(entry) {
                 return Err(bad(
