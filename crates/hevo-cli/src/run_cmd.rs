@@ -121,7 +121,8 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
     };
     let suite_dir = config.resolve(&config_file, &config.suite);
     crate::run_checks::before_work(&config, &config_file, args.finalize, &mut log)?;
-    if let Some(problem) = config.run_dir_problem(&config_file, &run_dir) {
+    let suite = hevo_runtime::suite::Suite::load(&suite_dir).map_err(CliError::user)?;
+    if let Some(problem) = config.run_dir_problem(&config_file, &run_dir, &suite) {
         return Err(match &args.run_dir {
             Some(d) => CliError::user(format!("--run-dir `{}` {problem}", d.display())),
             None => CliError::user(ConfigError::invalid_at_line(

@@ -277,7 +277,7 @@ fn a_run_directory_holding_the_config_or_another_commands_run_is_refused() {
         &dir,
         &[
             "is or holds the folder of hevo.toml",
-            "give it a folder of its own",
+            "give the run a folder of its own",
         ],
     );
     assert!(!tmp.path().join("hevo.db").exists());
@@ -359,4 +359,61 @@ fn seeds_setup_and_run_dir_refusals_name_their_line() {
         threshold_copy(&dir, &[edit]);
         user_error(&run(&dir, &["--no-progress"]), &[needle]);
     }
+}
+
+/// A run directory inside a task's `files` folder was accepted by `hevo run` and
+/// `hevo eval`: the folder is copied into every trial's working directory, so the run's
+/// store (every earlier answer and outcome) reached the harness, sandboxed too (its stderr
+/// listed `r/hevo.db`). And `hevo eval --run-dir` was not checked at all: `--run-dir suite`
+/// wrote hevo.db into the suite, one inside `tests/s02` broke the suite for good, and one in
+/// the harness's folder hid its code from its trials. Each is refused before any work.
+#[test]
+fn a_run_directory_inside_what_trials_read_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("shell");
+    support::example_copy("shell", &dir);
+    let eval = |run_dir: &str| {
+        hevo(&[
+            "eval".as_ref(),
+            dir.join("harness-script").as_os_str(),
+            "--suite".as_ref(),
+            dir.as_os_str(),
+            "--no-model".as_ref(),
+            "--no-progress".as_ref(),
+            "--run-dir".as_ref(),
+            dir.join(run_dir).as_os_str(),
+        ])
+    };
+    for (run_dir, needle) in [
+        ("files/s02/r", "is inside `"),
+        ("tests/s02", "is inside `"),
+        (".", "is or holds the suite"),
+        ("harness-script/r", "is inside the harness `harness-script`"),
+    ] {
+        let e = user_error(&eval(run_dir), &["the run directory `", needle]);
+        assert!(
+            !dir.join(run_dir).join("hevo.db").exists() && !dir.join("hevo.db").exists(),
+            "{run_dir}: a store was written: {e}"
+        );
+    }
+    user_error(
+        &eval("files/s02/r"),
+        &[
+            "which the suite's tasks or scorer read",
+            "would reach the harness",
+        ],
+    );
+
+    // The same through hevo.toml: a search whose run_dir is inside a task's files.
+    let cfg = dir.join("hevo.toml");
+    std::fs::write(
+        &cfg,
+        "suite = \".\"\nseeds = [\"harness-script\"]\nrun_dir = \"files/s03/r\"\n[model]\n",
+    )
+    .unwrap();
+    user_error(
+        &run(&dir, &["--no-progress"]),
+        &["hevo.toml:3: `run_dir` is inside `", "files/s03"],
+    );
+    assert!(!dir.join("files/s03/r").exists());
 }

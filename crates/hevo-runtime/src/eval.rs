@@ -338,6 +338,13 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
                 .join(format!("eval-{}-{}", sanitize(&harness.name), &hash[..10]))
         }
     };
+    let harnesses = [(harness.name.as_str(), harness.dir.as_path())];
+    if let Some(problem) = crate::run_place::problem(&run_dir, &suite, &harnesses, None) {
+        return Err(EvalError::Option(format!(
+            "the run directory `{}` {problem}",
+            run_dir.display()
+        )));
+    }
     if let Some(problem) = crate::store::run_kind_problem(&run_dir, crate::store::RunKind::Eval) {
         return Err(EvalError::Option(problem));
     }

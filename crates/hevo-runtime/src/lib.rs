@@ -52,6 +52,7 @@ pub mod remove;
 pub mod report;
 pub mod rt;
 pub mod run_lock;
+pub mod run_place;
 pub mod sandbox;
 pub mod sandbox_init;
 mod sandbox_relay;

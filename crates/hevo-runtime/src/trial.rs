@@ -401,12 +401,8 @@ async fn run_trial_inner(
     // Its answer is scored in its working directory: a harness that removed or replaced it
     // (it can, unsandboxed) would make the scorer fail to start there, which reads as the
     // suite's fault (retried, left out of the pass rate).
-    if !std::fs::symlink_metadata(&wd).is_ok_and(|m| m.is_dir()) {
-        result.error = Some(
-            "it removed or replaced its working directory, where its answer is scored; a \
-             harness must leave the directory it is started in"
-                .into(),
-        );
+    if workdir_gone(&wd) {
+        result.error = Some(WORKDIR_GONE.into());
         return result;
     }
     let (answer, _meta) = match parse_answer(&out.stdout_tail) {
@@ -443,6 +439,11 @@ async fn run_trial_inner(
                  expected answer, so this answer counts as a failure"
             ));
         }
+        // A process the harness left behind (unsandboxed without cgroups it outlives the
+        // harness) can remove the directory while the scorer starts: still the harness's.
+        Err(Unscored::Scorer(_)) if workdir_gone(&wd) => {
+            result.error = Some(WORKDIR_GONE.into());
+        }
         Err(Unscored::Scorer(e)) => {
             result.status = TrialStatus::InfraError;
             result.error = Some(format!("scorer: {e}"));
@@ -451,6 +452,17 @@ async fn run_trial_inner(
     result.answer = Some(answer);
     drop(workdir);
     result
+}
+
+/// The cause of a trial whose working directory was removed or replaced before its answer
+/// was scored there.
+const WORKDIR_GONE: &str = "it removed or replaced its working directory, where its answer is \
+                            scored; a harness must leave the directory it is started in";
+
+/// Whether the working directory `wd` is no longer the directory hevo made (removed, or
+/// replaced by a link or a file).
+fn workdir_gone(wd: &Path) -> bool {
+    !std::fs::symlink_metadata(wd).is_ok_and(|m| m.is_dir())
 }
 
 /// `cause`, followed by what the trial's limits did, if anything (an OOM kill, a refused

@@ -256,17 +256,11 @@ impl Suite {
         }
     }
 
-    /// SHA-256 (hex) over what defines the suite's results: `suite.toml`, `tasks.jsonl`, every
-    /// task's `files` folder and the scorer's files (`tests` folder, scripts named in
-    /// `command`). Other files in the directory (a harness kept beside it, run directories)
-    /// do not count.
-    pub fn content_hash(&self) -> std::io::Result<String> {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        for name in ["suite.toml", "tasks.jsonl"] {
-            h.update(std::fs::read(self.dir.join(name))?);
-            h.update([0]);
-        }
+    /// The files and folders besides `suite.toml` and `tasks.jsonl` that define the suite's
+    /// results: every task's `files` folder and the scorer's files (`tests` folder, scripts
+    /// named in `command`), sorted, once each. They are read by scorers or copied into
+    /// trials' working directories, so nothing of a run may be kept inside them.
+    pub fn content_paths(&self) -> Vec<PathBuf> {
         let mut parts: Vec<PathBuf> = self.tasks.iter().filter_map(|t| t.files.clone()).collect();
         match &self.config.scorer {
             ScorerConfig::Command { command, tests, .. } => {
@@ -291,7 +285,20 @@ impl Suite {
         }
         parts.sort();
         parts.dedup();
-        for p in parts {
+        parts
+    }
+
+    /// SHA-256 (hex) over what defines the suite's results: `suite.toml`, `tasks.jsonl` and
+    /// its [`Suite::content_paths`]. Other files in the directory (a harness kept beside it,
+    /// run directories) do not count.
+    pub fn content_hash(&self) -> std::io::Result<String> {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for name in ["suite.toml", "tasks.jsonl"] {
+            h.update(std::fs::read(self.dir.join(name))?);
+            h.update([0]);
+        }
+        for p in self.content_paths() {
             if !p.starts_with(&self.dir) {
                 continue;
             }

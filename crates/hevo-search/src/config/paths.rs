@@ -57,34 +57,26 @@ impl RunConfig {
 }
 
 impl RunConfig {
-    /// Why `run_dir` cannot hold this config's run, if it cannot: it is a file, or the
-    /// folder of `hevo.toml` or one holding it, the suite or a seed (the run's hevo.db,
-    /// archive/ and traces would be written among them). The message follows the key or
-    /// flag that named it.
-    pub fn run_dir_problem(&self, file: &Path, run_dir: &Path) -> Option<String> {
-        if run_dir.exists() && !run_dir.is_dir() {
-            return Some(
-                "is a file, not a folder: give the folder the run is kept in (it is made \
-                 when missing), e.g. runs/<name>"
-                    .into(),
-            );
-        }
-        // A folder that does not exist yet holds nothing.
-        let run = run_dir.canonicalize().ok()?;
+    /// Why `run_dir` cannot hold this config's run on `suite` (its loaded suite), if it
+    /// cannot: [`hevo_runtime::run_place::problem`] with the seeds and hevo.toml's folder.
+    /// The message follows the key or flag that named it.
+    pub fn run_dir_problem(
+        &self,
+        file: &Path,
+        run_dir: &Path,
+        suite: &hevo_runtime::suite::Suite,
+    ) -> Option<String> {
+        let seeds: Vec<(String, std::path::PathBuf)> = self
+            .seeds
+            .iter()
+            .map(|s| (s.display().to_string(), self.resolve(file, s)))
+            .collect();
+        let harnesses: Vec<(&str, &Path)> = seeds
+            .iter()
+            .map(|(name, dir)| (name.as_str(), dir.as_path()))
+            .collect();
         let config_dir = file.parent().unwrap_or(Path::new("."));
-        let (what, dir) = std::iter::once(("the folder of hevo.toml", config_dir.to_path_buf()))
-            .chain(std::iter::once((
-                "the suite",
-                self.resolve(file, &self.suite),
-            )))
-            .chain(self.seeds.iter().map(|s| ("a seed", self.resolve(file, s))))
-            .find(|(_, dir)| dir.canonicalize().is_ok_and(|d| d.starts_with(&run)))?;
-        Some(format!(
-            "is or holds {what} (`{}`): a run writes hevo.db, archive/ and traces into its \
-             directory, so give it a folder of its own, e.g. runs/<name> beside hevo.toml \
-             (the default when run_dir is left out)",
-            dir.display()
-        ))
+        hevo_runtime::run_place::problem(run_dir, suite, &harnesses, Some(config_dir))
     }
 }
 
