@@ -340,8 +340,10 @@ pub fn plan(options: EvalOptions) -> Result<EvalPlan, EvalError> {
     };
     let harnesses = [(harness.name.as_str(), harness.dir.as_path())];
     if let Some(problem) = crate::run_place::problem(&run_dir, &suite, &harnesses, None) {
+        // The default is `runs/` of the current directory: from inside a harness's folder
+        // it is refused too, so the flag that moves it is named.
         return Err(EvalError::Option(format!(
-            "the run directory `{}` {problem}",
+            "the run directory `{}` {problem}; choose one with --run-dir",
             run_dir.display()
         )));
     }
