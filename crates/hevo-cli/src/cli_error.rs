@@ -44,7 +44,7 @@ impl CliError {
 /// command's document (`{"stopped": "SIGINT", "exit_code": 130, "run_dir": ..., "resume":
 /// ...}`).
 pub fn print_stopped_json(reason: CancelReason, run_dir: &std::path::Path) {
-    let resume = std::env::args().collect::<Vec<_>>().join(" ");
+    let resume = command_line();
     println!(
         "{}",
         serde_json::json!({
@@ -54,6 +54,26 @@ pub fn print_stopped_json(reason: CancelReason, run_dir: &std::path::Path) {
             "resume": resume,
         })
     );
+}
+
+/// This process's command line as a shell would take it back: what a stopped command tells
+/// the user to run again, every flag kept (`--finalize`, `--no-progress`). An argument with
+/// anything but letters, digits and `_./=:,@+-` is single-quoted.
+pub fn command_line() -> String {
+    std::env::args()
+        .map(|arg| {
+            let plain = !arg.is_empty()
+                && arg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./=:,@+-".contains(c));
+            if plain {
+                arg
+            } else {
+                format!("'{}'", arg.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The error and its causes, `: `-separated as `{:#}` prints them, leaving out a cause whose

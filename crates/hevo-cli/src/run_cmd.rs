@@ -242,9 +242,9 @@ pub fn run(args: Args, cancel: &Cancel) -> Result<ExitCode, CliError> {
             if let Some(reason) = e.cancel_reason() {
                 eprintln!(
                     "hevo: stopped by {reason}; everything finished is kept in {}. \
-                     Resume with the same command: hevo run {}",
+                     Resume with the same command: {}",
                     run_dir.display(),
-                    args.path.display()
+                    crate::cli_error::command_line()
                 );
                 if args.json {
                     crate::cli_error::print_stopped_json(reason, &run_dir);

@@ -380,7 +380,16 @@ fn sigint_stops_a_sleeping_agent_proposer_and_the_run_resumes() {
     };
     let stderr = lines.join().unwrap().join("\n");
     assert_eq!(status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("Resume with the same command"), "{stderr}");
+    // The whole command line, flags too (it used to print `hevo run DIR` only, so
+    // `--finalize` was lost by whoever followed it).
+    assert!(
+        stderr.contains(&format!(
+            "Resume with the same command: {} run --no-progress --jobs 2 {}",
+            env!("CARGO_BIN_EXE_hevo"),
+            dir.display()
+        )),
+        "{stderr}"
+    );
     // The iteration was not marked as taken: a rerun asks the agent again.
     std::fs::remove_file(&marker).unwrap();
     let proposed = dir.join("runs/threshold/archive/pending/.proposed");
