@@ -2,7 +2,7 @@
 //! (`freeze`). Parses and renders only; the work is [`hevo_search::tests_synth`].
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use hevo_llm::ModelLayerConfig;
@@ -175,7 +175,7 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
     let jobs = crate::num_args::jobs(args.jobs)?;
     let launcher = crate::launcher(args.limits.limits())?;
     let (command, env, install) = match (&args.agent_cmd, &args.agent) {
-        (Some(cmd), _) => (cmd.clone(), Vec::new(), None),
+        (Some(cmd), _) => (absolute_program(cmd), Vec::new(), None),
         (None, Some(name)) => {
             let p = preset(
                 name,
@@ -257,6 +257,22 @@ fn synth(args: SynthArgs, cancel: &Cancel) -> Result<ExitCode, CliError> {
 /// Checks that the agent's program can be started ([`check_program`]), naming the flag
 /// the user typed (`--agent-cmd`, or `--agent` for a preset) and `--agent-cmd` as the place
 /// to give another program.
+/// `command` with a relative program path (`./my-agent.sh`) made absolute against the
+/// current directory: the agent runs in a workspace of its own, where the path as typed
+/// names nothing (the sandbox shows the program's folder, not other files the command
+/// names). A bare name (`my-agent`) is found on `PATH` as before.
+fn absolute_program(command: &[String]) -> Vec<String> {
+    let mut out = command.to_vec();
+    if let Some(program) = out.first_mut() {
+        if program.contains('/') && Path::new(program.as_str()).is_relative() {
+            if let Ok(abs) = std::path::absolute(program.as_str()) {
+                *program = abs.to_string_lossy().into_owned();
+            }
+        }
+    }
+    out
+}
+
 fn check_agent(command: &[String], install: Option<&str>, own: bool) -> Result<(), CliError> {
     let flag = if own { "--agent-cmd" } else { "--agent" };
     check_program(command, install, "`--agent-cmd`")

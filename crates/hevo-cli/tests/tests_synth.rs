@@ -341,3 +341,45 @@ fn a_kept_working_directory_is_bounded_by_the_disk_limit() {
         .unwrap();
     assert!(!notes.stdout.is_empty(), "no stderr trace says why");
 }
+
+/// `--agent-cmd ./agent.sh`, the form `--help` shows, failed on every task (`cannot start
+/// ./agent.sh`: the agent runs in a workspace of its own), and those failed calls were then
+/// reused as done when the command ran again with the path mended. The path is made
+/// absolute; a call is reused only for the same agent command.
+#[test]
+fn a_relative_agent_path_runs_and_another_command_asks_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (suite, harness) = fixture(tmp.path());
+    write(
+        &tmp.path().join("agent.sh"),
+        "#!/bin/sh\nmkdir -p tests\nprintf '#!/bin/sh\\nexit 0\\n' > tests/test_01.sh\n",
+    );
+    let script = tmp.path().join("agent.sh");
+    let mut mode = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&script, mode).unwrap();
+    let run = |agent: &[&str]| {
+        let o = hevo()
+            .current_dir(tmp.path())
+            .args(["tests", "synth"])
+            .arg(&suite)
+            .arg("--harness")
+            .arg(&harness)
+            .arg("--out")
+            .arg(tmp.path().join("out"))
+            .args(["--no-model", "--json", "--agent-cmd"])
+            .args(agent)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{agent:?}: {e}");
+        e
+    };
+    let first = run(&["./agent.sh"]);
+    assert!(!first.contains("cannot start"), "{first}");
+    assert!(!first.contains("in an earlier run"), "{first}");
+    let again = run(&["./agent.sh"]);
+    assert!(again.contains("(in an earlier run)"), "{again}");
+    let other = run(&["./agent.sh", "--again"]);
+    assert!(!other.contains("in an earlier run"), "{other}");
+}

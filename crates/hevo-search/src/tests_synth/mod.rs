@@ -267,13 +267,21 @@ pub fn synth(opts: &SynthOptions, log: &mut dyn FnMut(&str)) -> Result<SynthRepo
         let trial = initial.iter().find(|t| t.task_id == task.id);
         let ws = work.join("tasks").join(sanitize(&task.id));
         let calls = work.join("agent").join(sanitize(&task.id));
-        // A call that ended (not interrupted) is not repeated when the command runs again.
+        // A call that ended (not interrupted) is not repeated when the same agent command
+        // runs again; another command (a mended path, another preset) is asked anew.
         let ended = calls.join("ended.txt");
-        let agent = match std::fs::read_to_string(&ended) {
-            Ok(how) => format!("{how} (in an earlier run)"),
-            Err(_) => {
+        let asked = calls.join("command.txt");
+        let command = opts.agent.command.join("\0");
+        let earlier = match std::fs::read_to_string(&asked) {
+            Ok(c) if c == command => std::fs::read_to_string(&ended).ok(),
+            _ => None,
+        };
+        let agent = match earlier {
+            Some(how) => format!("{how} (in an earlier run)"),
+            None => {
                 write_workspace(&ws, task, &suite, trial, opts)?;
                 let how = call_agent(opts, &ws, &calls)?;
+                std::fs::write(&asked, &command).map_err(io("cannot record the agent call"))?;
                 std::fs::write(&ended, &how).map_err(io("cannot record the agent call"))?;
                 how
             }
