@@ -352,8 +352,8 @@ fn print_run(
             text += &format!(
                 "  (its estimate is above the pick's but rests on a sample of tasks; the pick \
                  rests on exact scores, and a sampled candidate is picked only when it clears \
-                 them clearly. To settle it: `hevo show {run} {name}` names its code, `hevo \
-                 eval` that on every val task; or search with a larger rho)\n",
+                 them clearly. To settle it: `hevo eval` the `code:` folder `hevo show {run} \
+                 {name}` prints on every val task; or search with a larger rho)\n",
                 run = report.run_dir.display(),
                 name = r.name
             );

@@ -344,6 +344,8 @@ fn show_text(run: &RunView, c: &CandidateView, diff: Option<&str>) -> String {
         c.spend.cost_usd
     );
     let _ = writeln!(s, "archive: {}", c.dir.display());
+    // The harness folder itself (what `hevo eval` takes), not the archive entry around it.
+    let _ = writeln!(s, "code: {}", c.dir.join("code").display());
     if let Some(t) = &c.trace_dir {
         let _ = writeln!(s, "traces: {}", t.display());
     }
