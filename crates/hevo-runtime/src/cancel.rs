@@ -5,7 +5,7 @@
 //! reasons ([`Cancel::listen_for_signals`]): the first SIGINT/SIGTERM asks every process
 //! group to stop (SIGTERM, grace period, SIGKILL) and lets the store finish its writes; a
 //! second one is [`CancelReason::Kill`]: every running group gets SIGKILL at once (a
-//! SIGTERM echoed within [`TERM_ECHO`] of the first is not a second one).
+//! signal echoed within [`TERM_ECHO`] or [`INT_ECHO`] of the first is not a second one).
 //!
 //! Reasons are ordered by strength and only a stronger reason replaces the current one, so
 //! a late "store failed" never hides the user's Ctrl-C, and a second Ctrl-C always wins.
@@ -18,6 +18,10 @@ use tokio::sync::watch;
 /// How soon after a first SIGTERM another SIGTERM is the same request echoed (a sender
 /// signalling the process and then its group), not a second signal.
 pub const TERM_ECHO: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The same for SIGINT (`timeout -s INT` echoes it too), kept short: a person who presses
+/// Ctrl-C twice means "stop now", and no one presses twice within 100 ms.
+pub const INT_ECHO: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Why a run was cancelled, weakest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -133,9 +137,10 @@ impl Cancel {
     /// Turns SIGINT and SIGTERM into reasons, on the process runtime: the first signal
     /// cancels with `Interrupt`/`Terminate` and calls `notify` (the CLI prints how to
     /// resume), a second one cancels with `Kill`. A SIGTERM within [`TERM_ECHO`] of a first
-    /// SIGTERM is the same request, not a second one: `timeout` (and other supervisors)
-    /// signal the process and then its process group, so hevo gets it twice at once, and
-    /// took that for "stop now". Call once per process.
+    /// SIGTERM (a SIGINT within [`INT_ECHO`] of a first SIGINT) is the same request, not a
+    /// second one: `timeout` (and other supervisors) signal the process and then its
+    /// process group, so hevo gets it twice at once, and took that for "stop now". Call
+    /// once per process.
     pub fn listen_for_signals(&self, notify: impl Fn(CancelReason) + Send + 'static) {
         use tokio::signal::unix::{signal, SignalKind};
         let cancel = self.clone();
@@ -157,6 +162,8 @@ impl Cancel {
                     }
                     Some((CancelReason::Terminate, at))
                         if reason == CancelReason::Terminate && at.elapsed() < TERM_ECHO => {}
+                    Some((CancelReason::Interrupt, at))
+                        if reason == CancelReason::Interrupt && at.elapsed() < INT_ECHO => {}
                     Some(_) => cancel.cancel(CancelReason::Kill),
                 }
             }
