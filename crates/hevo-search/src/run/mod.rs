@@ -402,7 +402,10 @@ pub fn run_search(
         &mut summary_names,
     )?;
 
-    let loop_started = Instant::now();
+    // The first iteration whose proposals this invocation makes, and when it began: the ETA
+    // is paced by those alone (a resumed run takes the earlier ones from the archive at
+    // once, which says nothing of how long an iteration takes).
+    let mut timed: Option<(u32, Instant)> = None;
     for it in 1..=iterations {
         if let Some(max) = config.budget.max_wall_s {
             if started.elapsed().as_secs() >= max {
@@ -424,6 +427,7 @@ pub fn run_search(
             // Resume: this iteration's candidates were accepted before.
             take_archived(&archived, it, &archive_root, &mut candidates, &mut new_ids)?;
         } else {
+            timed.get_or_insert((it, Instant::now()));
             let history: Vec<(Candidate, Estimate)> = candidates
                 .iter()
                 .map(|c| (c.clone(), strat_estimate(strat.as_ref(), c.seq)))
@@ -492,7 +496,7 @@ pub fn run_search(
                 new_ids.len(),
                 &oracle.effort,
                 started.elapsed().as_secs_f64(),
-                loop_started.elapsed().as_secs_f64(),
+                timed.map(|(from, at)| (it - from, at.elapsed().as_secs_f64())),
             ));
             let ids = new_ids.clone();
             let called = oracle.call(runner, &candidates, &val_ids, &mut |o| {

@@ -201,8 +201,9 @@ pub(super) fn write_frontier(
 
 /// The progress line at the start of iteration `it`: what it evaluates, the validation
 /// trials done so far (of the `max_evaluations` budget, if set), tokens and dollars so far,
-/// the elapsed time and an ETA of the search from the iterations before it (`iterations`:
-/// the search's iterations, or HarnessPro's epochs).
+/// the elapsed time and an ETA of the search, paced by the iterations this invocation
+/// proposed before it (`pace`: how many, and their seconds; `iterations`: the search's
+/// iterations, or HarnessPro's epochs).
 pub(super) fn iteration_line(
     it: u32,
     iterations: u32,
@@ -210,7 +211,7 @@ pub(super) fn iteration_line(
     candidates: usize,
     effort: &HashMap<usize, Effort>,
     elapsed_s: f64,
-    loop_s: f64,
+    pace: Option<(u32, f64)>,
 ) -> String {
     let done: u64 = effort.values().map(|e| e.trials).sum();
     let mut spend = Spend::default();
@@ -222,11 +223,13 @@ pub(super) fn iteration_line(
         .max_evaluations
         .map(|m| format!(" of {m}"))
         .unwrap_or_default();
-    let eta = if it > 1 {
-        let per = loop_s / f64::from(it - 1);
-        format!(", ETA {}", clock(per * f64::from(iterations - it + 1)))
-    } else {
-        String::new()
+    // `pace`: the iterations this invocation timed before this one, and their seconds.
+    let eta = match pace.filter(|&(n, _)| n > 0) {
+        Some((n, secs)) => {
+            let per = secs / f64::from(n);
+            format!(", ETA {}", clock(per * f64::from(iterations - it + 1)))
+        }
+        None => String::new(),
     };
     format!(
         "iteration {it}/{iterations}: evaluating {candidates} candidate(s); so far {done}{of} trials, \
@@ -235,4 +238,26 @@ pub(super) fn iteration_line(
         spend.cost_usd,
         clock(elapsed_s)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ETA is paced by this invocation's own iterations: a resumed run that took four
+    /// iterations from the archive in a second and timed one of 20 s has 2 left at 20 s
+    /// each, not at a fifth of a second (it said `ETA 0:00` with 10 s of work left).
+    #[test]
+    fn the_eta_is_paced_by_the_iterations_this_invocation_timed() {
+        let config: RunConfig = toml::from_str("suite = \"s\"\nseeds = [\"a\"]\n").unwrap();
+        let effort = HashMap::new();
+        let line = |pace| iteration_line(6, 7, &config, 2, &effort, 21.0, pace);
+        assert!(
+            line(Some((1, 20.0))).ends_with("0:21 elapsed, ETA 0:40"),
+            "{}",
+            line(Some((1, 20.0)))
+        );
+        assert!(line(Some((0, 0.0))).ends_with("0:21 elapsed"));
+        assert!(line(None).ends_with("0:21 elapsed"));
+    }
 }
