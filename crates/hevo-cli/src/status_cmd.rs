@@ -436,18 +436,25 @@ pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
         })
         .collect();
     if args.json {
+        let evals = if one_run {
+            vec![]
+        } else {
+            eval_runs(&args.dir)
+        };
         let doc: Vec<Value> = runs
             .iter()
             .map(|(p, v)| match v {
                 Ok(r) => {
                     let (trials, spend) = r.total();
-                    json!({"run": r.name, "run_dir": p, "finished": r.finished,
+                    json!({"kind": "search", "run": r.name, "run_dir": p, "finished": r.finished,
                        "candidates": r.candidates.len(), "iterations_done": r.iterations_done(),
                        "trials": trials, "cost_usd": spend.cost_usd,
                        "best": r.best().map(|b| json!({"name": b.name, "estimate": est_json(b.estimate)}))})
                 }
-                Err(e) => json!({"run_dir": p, "error": e.to_string()}),
+                Err(e) => json!({"kind": "search", "run_dir": p, "error": e.to_string()}),
             })
+            // The text lists `hevo eval` runs too; so does the JSON.
+            .chain(evals.iter().map(|p| json!({"kind": "eval", "run_dir": p})))
             .collect();
         return print(&format!("{}\n", json!(doc)));
     }
@@ -455,7 +462,11 @@ pub fn ls(args: LsArgs) -> Result<ExitCode, CliError> {
 }
 
 fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)], one_run: bool) -> String {
-    let evals = if one_run { vec![] } else { eval_runs(dir) };
+    let evals: Vec<String> = if one_run {
+        vec![]
+    } else {
+        eval_runs(dir).iter().map(|p| run_label(dir, p)).collect()
+    };
     let evals_line = if evals.is_empty() {
         String::new()
     } else {
@@ -501,14 +512,13 @@ fn ls_text(dir: &Path, runs: &[(PathBuf, Result<RunView, ViewError>)], one_run: 
 }
 
 /// The directories under `dir` that `hevo eval` wrote (a store, no archive), sorted by name.
-fn eval_runs(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(dir)
+fn eval_runs(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.join("hevo.db").is_file() && !p.join("archive").exists())
-        .map(|p| run_label(dir, &p))
         .collect();
     out.sort();
     out

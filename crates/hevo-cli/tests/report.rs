@@ -611,6 +611,18 @@ fn ls_names_the_evaluations_beside_the_searches() {
         text.contains("evaluations (`hevo eval`; the same command again prints its report from the store): ev\n"),
         "{text}"
     );
+    // `--json` lists it too (it printed `[]`).
+    let doc: serde_json::Value = serde_json::from_str(&ok(&hevo()
+        .args(["ls", "--json"])
+        .arg(&runs)
+        .output()
+        .unwrap()))
+    .unwrap();
+    assert_eq!(doc[0]["kind"], "eval", "{doc}");
+    assert!(
+        doc[0]["run_dir"].as_str().unwrap().ends_with("/ev"),
+        "{doc}"
+    );
 }
 
 #[test]
