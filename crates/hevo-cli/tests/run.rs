@@ -913,6 +913,49 @@ fn status_says_when_the_pick_has_no_test_score_after_the_search_went_on() {
     assert!(text.contains(new_pick), "{text}");
 }
 
+/// A search finalized after one iteration and searched on to three has a new pick; the old
+/// pick's test result was shown with a blank role (`test (): 0.850`). It says what it is.
+#[test]
+fn an_earlier_picks_test_result_says_it_is_no_longer_the_pick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("threshold");
+    support::threshold_copy(&dir, &[("iterations = 3", "iterations = 1")]);
+    let first = run_json(&dir, &["--finalize"]);
+    let later = run_json(&dir, &["--iterations", "3"]);
+    let old_pick = first["pick"]["name"].as_str().unwrap();
+    assert_ne!(
+        later["pick"]["name"], first["pick"]["name"],
+        "the threshold example's pick no longer changes from iteration 1 to 3: find \
+         another setting where it does"
+    );
+    let run_dir = dir.join("runs/threshold");
+    let doc = support::json_of(
+        &hevo()
+            .args(["status", "--json"])
+            .arg(&run_dir)
+            .output()
+            .unwrap(),
+    );
+    let test = doc["test"].as_array().unwrap();
+    let old = test
+        .iter()
+        .find(|t| t["name"] == old_pick)
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(old["role"], "no longer pick or frontier", "{doc}");
+    assert!(test.iter().all(|t| t["role"] != ""), "{doc}");
+    let show = hevo()
+        .arg("show")
+        .arg(&run_dir)
+        .arg(old_pick)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("test (no longer pick or frontier): "),
+        "{text}"
+    );
+}
+
 /// The sentiment example's runner-up estimates above its pick (a seed known exactly) from
 /// 7 sampled tasks: the output says why the pick stands and how to settle it (it printed
 /// the two lines alone, which read as a wrong pick).

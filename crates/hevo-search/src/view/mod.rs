@@ -174,7 +174,8 @@ pub struct Rejected {
 pub struct TestView {
     /// The candidate's name.
     pub name: String,
-    /// `pick`, `seed`, `frontier` (from `search.json`), or empty.
+    /// `pick`, `seed`, `frontier`, tiers (from `search.json`), `no longer pick or frontier`
+    /// for a result of an earlier finalize, or empty without a search record.
     pub role: String,
     /// Mean over test tasks with its 95% interval.
     pub pass_rate: Estimate,

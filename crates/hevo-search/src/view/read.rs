@@ -406,6 +406,9 @@ fn per_task(trials: &[&Trial]) -> Vec<TaskOutcome> {
     out
 }
 
+/// The role of a test result whose candidate has none any more (see [`read_test`]).
+const FORMER: &str = "no longer pick or frontier";
+
 /// The test split's results from `test/hevo.db`, with roles from the search record.
 fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>, ViewError> {
     let db = dir.join("hevo.db");
@@ -424,7 +427,12 @@ fn read_test(dir: &Path, record: Option<&SearchRecord>) -> Result<Vec<TestView>,
         let tasks = per_task(mine);
         let means: Vec<f64> = tasks.iter().map(|t| t.outcome).collect();
         let most = tasks.iter().map(|t| t.trials).max().unwrap_or(1);
-        let role = record.map_or(String::new(), |r| r.role_of(&name));
+        // A test result without a role now was made by an earlier finalize, when the
+        // candidate was the pick or on the frontier; the search went on since.
+        let role = match record.map(|r| r.role_of(&name)) {
+            Some(role) if role.is_empty() => FORMER.to_string(),
+            role => role.unwrap_or_default(),
+        };
         out.push(TestView {
             name,
             role,
