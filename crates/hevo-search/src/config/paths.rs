@@ -1,6 +1,7 @@
-//! The folders a `hevo.toml` names: each seed must be a harness folder and the suite a
-//! folder, checked before a run starts, so a typo is named by its key and line (not by the
-//! read that failed later, inside a run directory already made).
+//! The folders a `hevo.toml` names: each seed must be a harness folder, the suite a folder
+//! and the run directory a folder of its own, checked before a run starts, so a typo is
+//! named by its key and line (not by the read that failed later, inside a run directory
+//! already made).
 
 use std::path::Path;
 
@@ -54,9 +55,7 @@ impl RunConfig {
             ),
         ))
     }
-}
 
-impl RunConfig {
     /// Why `run_dir` cannot hold this config's run on `suite` (its loaded suite), if it
     /// cannot: [`hevo_runtime::run_place::problem`] with the seeds and hevo.toml's folder.
     /// The message follows the key or flag that named it.
