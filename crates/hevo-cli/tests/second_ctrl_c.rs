@@ -131,6 +131,9 @@ output = 4.0
         told.contains("waiting up to 60 s") && told.contains("Ctrl-C again"),
         "{told}"
     );
+    // A person presses again after reading that line; a SIGINT within `INT_ECHO` of the
+    // first is the same request echoed (`timeout -s INT`), not a second one.
+    std::thread::sleep(hevo_runtime::cancel::INT_ECHO * 3);
     sigint(&child);
     wait_for_line(&lines, &mut seen, "stopping 1 model call now");
     wait_for_line(&lines, &mut seen, "stopped by a second signal");
