@@ -365,8 +365,8 @@ fn seeds_setup_and_run_dir_refusals_name_their_line() {
 /// `hevo eval`: the folder is copied into every trial's working directory, so the run's
 /// store (every earlier answer and outcome) reached the harness, sandboxed too (its stderr
 /// listed `r/hevo.db`). And `hevo eval --run-dir` was not checked at all: `--run-dir suite`
-/// wrote hevo.db into the suite, one inside `tests/s02` broke the suite for good, and one in
-/// the harness's folder hid its code from its trials. Each is refused before any work.
+/// wrote hevo.db into the suite, one inside `tests/s02` broke the suite for good, and the
+/// harness's folder itself hid its code from its trials. Each is refused before any work.
 #[test]
 fn a_run_directory_inside_what_trials_read_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -388,7 +388,7 @@ fn a_run_directory_inside_what_trials_read_is_refused() {
         ("files/s02/r", "is inside `"),
         ("tests/s02", "is inside `"),
         (".", "is or holds the suite"),
-        ("harness-script/r", "is inside the harness `harness-script`"),
+        ("harness-script", "is or holds the harness `harness-script`"),
     ] {
         let e = user_error(&eval(run_dir), &["the run directory `", needle]);
         assert!(

@@ -1,12 +1,13 @@
 //! Where a run directory may be: a folder of its own, outside everything hevo reads as a
-//! task's content or a harness's code, and not holding any of them.
+//! task's content or the scorer's files, and not holding any of them.
 //!
 //! A run directory holds the store (every answer and outcome), the traces and the archive.
 //! Inside a task's `files` folder it is copied into every trial's working directory, so a
-//! harness reads the answers; inside the scorer's `tests` folder it is read by scorers;
-//! inside a harness's folder it is archived with the harness's code; and one that is or
-//! holds the suite, a harness or hevo.toml's folder writes the run among their files (and
-//! the sandbox, which hides the run directory, would hide them too). `hevo run` and
+//! harness reads the answers; inside the scorer's `tests` folder it is read by scorers; and
+//! one that is or holds the suite, a harness or hevo.toml's folder writes the run among
+//! their files (and the sandbox, which hides the run directory, would hide them too). One
+//! inside a harness's folder is allowed: the sandbox hides it from the harness
+//! (`containment.rs::a_suite_and_run_dir_inside_the_harness_directory_stay_hidden`). `hevo run` and
 //! `hevo eval` both ask [`problem`] before they write anything.
 
 use std::path::{Component, Path, PathBuf};
@@ -45,15 +46,6 @@ pub fn problem(
             return Some(format!(
                 "is or holds {what} (`{}`): a run writes hevo.db, archive/ and traces into its \
                  directory, which would put them among those files; {fix}",
-                dir.display()
-            ));
-        }
-    }
-    for (name, dir) in harnesses {
-        if resolved(dir).is_some_and(|d| run.starts_with(&d)) {
-            return Some(format!(
-                "is inside the harness `{name}` (`{}`), whose folder is its code: the run's \
-                 store and traces would be archived and shown to trials with it; {fix}",
                 dir.display()
             ));
         }
